@@ -1,0 +1,87 @@
+package router
+
+import (
+	"sync/atomic"
+
+	"github.com/duet-serve/duet/proto/disagg"
+)
+
+// Endpoint is one worker as the router sees it. Its identity (ID, URL, Role)
+// is fixed; health and load change atomically.
+type Endpoint struct {
+	// ID names the worker (e.g. ctx-0); unique in a Pool.
+	ID string
+	// URL is the worker's base URL, e.g. http://127.0.0.1:8100.
+	URL string
+	// Role is what the worker serves.
+	Role disagg.Role
+
+	healthy  atomic.Bool
+	draining atomic.Bool
+	load     atomic.Int64 // token-weighted load of live leases
+	inflight atomic.Int64 // live leases
+}
+
+// NewEndpoint returns an endpoint that starts healthy with zero load.
+func NewEndpoint(id, url string, role disagg.Role) *Endpoint {
+	e := &Endpoint{ID: id, URL: url, Role: role}
+	e.healthy.Store(true)
+	return e
+}
+
+// String returns the endpoint's ID, for logs and errors.
+func (e *Endpoint) String() string { return e.ID }
+
+// Healthy reports whether the worker passed its last health check.
+func (e *Endpoint) Healthy() bool { return e.healthy.Load() }
+
+// Draining reports whether the worker takes no new work (it finishes what it
+// has).
+func (e *Endpoint) Draining() bool { return e.draining.Load() }
+
+// SetDraining marks the worker as draining or not.
+func (e *Endpoint) SetDraining(d bool) { e.draining.Store(d) }
+
+// Available reports whether new work may be routed to the worker.
+func (e *Endpoint) Available() bool { return e.Healthy() && !e.Draining() }
+
+// Load returns the token-weighted load of the leases in flight.
+func (e *Endpoint) Load() int64 { return e.load.Load() }
+
+// InFlight returns the number of leases in flight.
+func (e *Endpoint) InFlight() int64 { return e.inflight.Load() }
+
+// Acquire charges tokens (>= 0; negative counts as 0) to the endpoint and
+// returns the lease that refunds them. Callers must Release the lease on
+// every path, typically with defer right after Acquire.
+func (e *Endpoint) Acquire(tokens int64) *Lease {
+	if tokens < 0 {
+		tokens = 0
+	}
+	e.load.Add(tokens)
+	e.inflight.Add(1)
+	return &Lease{ep: e, tokens: tokens}
+}
+
+// Lease is load charged to one endpoint for one phase of one request.
+type Lease struct {
+	ep       *Endpoint
+	tokens   int64
+	released atomic.Bool
+}
+
+// Endpoint returns the endpoint the lease charges.
+func (l *Lease) Endpoint() *Endpoint { return l.ep }
+
+// Tokens returns the load the lease charged.
+func (l *Lease) Tokens() int64 { return l.tokens }
+
+// Release refunds the lease. It is safe to call more than once and from
+// several goroutines: only the first call refunds. A nil lease is a no-op.
+func (l *Lease) Release() {
+	if l == nil || !l.released.CompareAndSwap(false, true) {
+		return
+	}
+	l.ep.load.Add(-l.tokens)
+	l.ep.inflight.Add(-1)
+}

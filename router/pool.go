@@ -1,0 +1,118 @@
+package router
+
+import (
+	"sort"
+	"sync"
+	"sync/atomic"
+
+	"github.com/duet-serve/duet/proto/disagg"
+)
+
+// Member describes one worker in a membership update (from the fleet or the
+// admin API).
+type Member struct {
+	ID      string
+	URL     string
+	Role    disagg.Role
+	Healthy bool
+}
+
+// Pool is the set of workers the router may use. Endpoints keep their
+// identity (and so their load) across Sync calls as long as their ID, URL
+// and Role are unchanged.
+type Pool struct {
+	// mu serialises writers; readers use the atomic snapshot.
+	mu       sync.Mutex
+	snapshot atomic.Pointer[poolSnapshot]
+	onChange []func()
+}
+
+// poolSnapshot is immutable once published.
+type poolSnapshot struct {
+	all     []*Endpoint // sorted by ID
+	byID    map[string]*Endpoint
+	version uint64 // bumped when membership (not health) changes
+}
+
+// NewPool returns an empty pool.
+func NewPool() *Pool {
+	p := &Pool{}
+	p.snapshot.Store(&poolSnapshot{byID: map[string]*Endpoint{}})
+	return p
+}
+
+// OnMembershipChange registers fn to run (synchronously, under the pool's
+// writer lock — keep it short and do not call back into Sync) after every
+// Sync that added or removed a worker. Register before the first Sync.
+func (p *Pool) OnMembershipChange(fn func()) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.onChange = append(p.onChange, fn)
+}
+
+// Sync makes the pool hold exactly members: new IDs are added, missing ones
+// removed, and health is updated in place. It reports whether membership
+// changed.
+func (p *Pool) Sync(members []Member) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	old := p.snapshot.Load()
+	next := &poolSnapshot{byID: make(map[string]*Endpoint, len(members)), version: old.version}
+	changed := len(members) != len(old.all)
+	for _, m := range members {
+		ep, ok := old.byID[m.ID]
+		if !ok || ep.URL != m.URL || ep.Role != m.Role {
+			ep = NewEndpoint(m.ID, m.URL, m.Role)
+			changed = true
+		}
+		ep.healthy.Store(m.Healthy)
+		next.byID[m.ID] = ep
+		next.all = append(next.all, ep)
+	}
+	sort.Slice(next.all, func(i, j int) bool { return next.all[i].ID < next.all[j].ID })
+	if changed {
+		next.version++
+	}
+	p.snapshot.Store(next)
+	if changed {
+		for _, fn := range p.onChange {
+			fn()
+		}
+	}
+	return changed
+}
+
+// Version counts membership changes; it is unchanged by health updates.
+func (p *Pool) Version() uint64 { return p.snapshot.Load().version }
+
+// Get returns the endpoint with the given ID, or nil.
+func (p *Pool) Get(id string) *Endpoint { return p.snapshot.Load().byID[id] }
+
+// All returns every endpoint sorted by ID. The slice is shared: do not
+// modify it.
+func (p *Pool) All() []*Endpoint { return p.snapshot.Load().all }
+
+// Available returns the endpoints that serve the phase of role (a mixed
+// worker serves both) and may take new work, in ID order. The slice is
+// fresh.
+func (p *Pool) Available(role disagg.Role) []*Endpoint {
+	var out []*Endpoint
+	for _, ep := range p.snapshot.Load().all {
+		if ep.Available() && serves(ep.Role, role) {
+			out = append(out, ep)
+		}
+	}
+	return out
+}
+
+// serves reports whether a worker of role have serves the phase want.
+func serves(have, want disagg.Role) bool {
+	switch want {
+	case disagg.RoleContext:
+		return have.ServesContext()
+	case disagg.RoleGeneration:
+		return have.ServesGeneration()
+	default:
+		return have == want
+	}
+}

@@ -1,0 +1,51 @@
+package tokenizer
+
+import (
+	"encoding/binary"
+
+	"github.com/cespare/xxhash/v2"
+)
+
+// BlockHashes returns the chained hashes of the full blocks of tokens:
+// hash i covers tokens [0, (i+1)*blockSize), so two prompts share block i's
+// hash only if they share every token up to the end of block i. A trailing
+// partial block has no hash. blockSize must be > 0.
+func BlockHashes(tokens []int, blockSize int) []uint64 {
+	return ExtendBlockHashes(nil, tokens, blockSize)
+}
+
+// ExtendBlockHashes appends to prev the hashes of the full blocks of tokens
+// after the len(prev) blocks prev already covers, and returns the result.
+// prev must be BlockHashes of a prefix of tokens (with the same blockSize);
+// this makes hashing a growing conversation cost only its new blocks.
+func ExtendBlockHashes(prev []uint64, tokens []int, blockSize int) []uint64 {
+	n := len(tokens) / blockSize
+	if len(prev) >= n {
+		return prev
+	}
+	out := prev
+	if cap(out) < n {
+		out = make([]uint64, len(prev), n)
+		copy(out, prev)
+	}
+	var parent uint64
+	if len(prev) > 0 {
+		parent = prev[len(prev)-1]
+	}
+	buf := make([]byte, 8+4*blockSize)
+	for i := len(prev); i < n; i++ {
+		parent = hashBlock(buf, parent, tokens[i*blockSize:(i+1)*blockSize])
+		out = append(out, parent)
+	}
+	return out
+}
+
+// hashBlock hashes the parent hash followed by the block's token ids as
+// little-endian uint32s. buf must hold 8+4*len(block) bytes.
+func hashBlock(buf []byte, parent uint64, block []int) uint64 {
+	binary.LittleEndian.PutUint64(buf, parent)
+	for j, tok := range block {
+		binary.LittleEndian.PutUint32(buf[8+4*j:], uint32(tok))
+	}
+	return xxhash.Sum64(buf[:8+4*len(block)])
+}

@@ -1,0 +1,114 @@
+package tokenizer
+
+import (
+	"fmt"
+	"sync"
+
+	tiktoken "github.com/pkoukk/tiktoken-go"
+	tiktokenloader "github.com/pkoukk/tiktoken-go-loader"
+)
+
+// Tokenizer encodes text and chat conversations into token ids.
+type Tokenizer struct {
+	enc      *tiktoken.Tiktoken
+	encoding string
+	cache    *messageCache // nil when disabled
+}
+
+var (
+	loaderOnce sync.Once
+	// encodingsMu guards encodings: each BPE table is loaded once per process
+	// (100-300 ms each) and shared by every Tokenizer.
+	encodingsMu sync.Mutex
+	encodings   = map[string]*tiktoken.Tiktoken{}
+)
+
+// New returns a Tokenizer for cfg. The first call for an encoding loads its
+// BPE table from the binary; later calls share it.
+func New(cfg Config) (*Tokenizer, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("tokenizer: %w", err)
+	}
+	enc, err := loadEncoding(cfg.Encoding)
+	if err != nil {
+		return nil, err
+	}
+	t := &Tokenizer{enc: enc, encoding: cfg.Encoding}
+	if cfg.MessageCacheSize > 0 {
+		t.cache = newMessageCache(cfg.MessageCacheSize)
+	}
+	return t, nil
+}
+
+func loadEncoding(name string) (*tiktoken.Tiktoken, error) {
+	loaderOnce.Do(func() { tiktoken.SetBpeLoader(tiktokenloader.NewOfflineLoader()) })
+	encodingsMu.Lock()
+	defer encodingsMu.Unlock()
+	if enc, ok := encodings[name]; ok {
+		return enc, nil
+	}
+	enc, err := tiktoken.GetEncoding(name)
+	if err != nil {
+		return nil, fmt.Errorf("tokenizer: load encoding %s: %w", name, err)
+	}
+	encodings[name] = enc
+	return enc, nil
+}
+
+// Encoding returns the name of the BPE encoding in use.
+func (t *Tokenizer) Encoding() string { return t.encoding }
+
+// Encode returns the token ids of text. Special-token markers in text are
+// encoded as ordinary text, so a client cannot inject control tokens.
+func (t *Tokenizer) Encode(text string) []int { return t.enc.EncodeOrdinary(text) }
+
+// Count returns the number of tokens in text.
+func (t *Tokenizer) Count(text string) int { return len(t.Encode(text)) }
+
+// Decode returns the text of token ids.
+func (t *Tokenizer) Decode(tokens []int) string { return t.enc.Decode(tokens) }
+
+// EncodeChat returns the token ids of the rendered conversation, including
+// the trailing assistant generation prompt. It equals
+// Encode(RenderChat(msgs)) but tokenizes each message once: the tokens of
+// every rendered message are cached, keyed by a hash of the message.
+func (t *Tokenizer) EncodeChat(msgs []ChatMessage) []int {
+	var out []int
+	for i := range msgs {
+		out = append(out, t.encodeMessage(&msgs[i])...)
+	}
+	return append(out, t.generationPrompt()...)
+}
+
+func (t *Tokenizer) encodeMessage(m *ChatMessage) []int {
+	if t.cache == nil {
+		return t.Encode(m.render())
+	}
+	key := m.key()
+	if toks, ok := t.cache.get(key); ok {
+		return toks
+	}
+	toks := t.Encode(m.render())
+	t.cache.put(key, toks)
+	return toks
+}
+
+func (t *Tokenizer) generationPrompt() []int {
+	if t.cache == nil {
+		return t.Encode(generationPrompt)
+	}
+	if toks, ok := t.cache.get(generationPromptKey); ok {
+		return toks
+	}
+	toks := t.Encode(generationPrompt)
+	t.cache.put(generationPromptKey, toks)
+	return toks
+}
+
+// CacheStats returns the message cache's hits and misses since start.
+func (t *Tokenizer) CacheStats() (hits, misses uint64) {
+	if t.cache == nil {
+		return 0, 0
+	}
+	return t.cache.stats()
+}

@@ -82,11 +82,11 @@ func TestRenderChatTemplate(t *testing.T) {
 func TestEncodeChatEqualsWholeEncoding(t *testing.T) {
 	tok := newTestTokenizer(t, Defaults())
 	conversations := map[string][]ChatMessage{
-		"plain":            {{Role: "user", Content: "What is 2+2?"}},
-		"trailing newline": {{Role: "user", Content: "line one\n"}, {Role: "assistant", Content: "ok.\n\n"}},
-		"trailing spaces":  {{Role: "system", Content: "sys   "}, {Role: "user", Content: "  hi  "}},
-		"punctuation":      {{Role: "user", Content: "end with <|"}, {Role: "assistant", Content: "|>"}},
-		"unicode":          {{Role: "user", Content: "naïve café 東京 🚀"}, {Role: "assistant", Content: "¿Qué?"}},
+		"plain":             {{Role: "user", Content: "What is 2+2?"}},
+		"trailing newline":  {{Role: "user", Content: "line one\n"}, {Role: "assistant", Content: "ok.\n\n"}},
+		"trailing spaces":   {{Role: "system", Content: "sys   "}, {Role: "user", Content: "  hi  "}},
+		"punctuation":       {{Role: "user", Content: "end with <|"}, {Role: "assistant", Content: "|>"}},
+		"unicode":           {{Role: "user", Content: "naïve café 東京 🚀"}, {Role: "assistant", Content: "¿Qué?"}},
 		"synthetic 20 turn": syntheticChat(20, 200, 1),
 	}
 	for name, msgs := range conversations {

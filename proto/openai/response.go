@@ -56,10 +56,10 @@ type ChatResponse struct {
 
 // ChatChoice is one choice of a ChatResponse.
 type ChatChoice struct {
-	Index        int      `json:"index"`
-	Message      Message  `json:"message"`
-	FinishReason *string  `json:"finish_reason"`
-	Logprobs     any      `json:"logprobs"`
+	Index        int     `json:"index"`
+	Message      Message `json:"message"`
+	FinishReason *string `json:"finish_reason"`
+	Logprobs     any     `json:"logprobs"`
 	// DisaggregatedParams is TensorRT-LLM's KV transfer handle; opaque.
 	DisaggregatedParams json.RawMessage `json:"disaggregated_params,omitempty"`
 }

@@ -1,0 +1,197 @@
+package frontend
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"time"
+
+	"github.com/duet-serve/duet/orchestrator"
+	"github.com/duet-serve/duet/orchestrator/protocol"
+	"github.com/duet-serve/duet/proto/disagg"
+	"github.com/duet-serve/duet/proto/openai"
+	"github.com/valyala/fasthttp"
+	"go.uber.org/zap"
+)
+
+const headerRequestID = "X-Request-ID"
+
+// handle routes one request and recovers panics into a 500.
+func (s *Server) handle(ctx *fasthttp.RequestCtx) {
+	defer func() {
+		if p := recover(); p != nil {
+			s.opts.Log.Error("panic in handler", zap.Any("panic", p), zap.ByteString("path", ctx.Path()))
+			writeError(ctx, &orchestrator.Error{Status: http.StatusInternalServerError, Message: "internal error"})
+		}
+	}()
+	path, method := string(ctx.Path()), string(ctx.Method())
+	switch {
+	case path == "/v1/chat/completions":
+		s.completion(ctx, method, protocol.EndpointChat)
+	case path == "/v1/completions":
+		s.completion(ctx, method, protocol.EndpointCompletions)
+	case method != fasthttp.MethodGet && method != fasthttp.MethodHead:
+		writeError(ctx, &orchestrator.Error{Status: http.StatusMethodNotAllowed, Message: "method " + method + " not allowed on " + path})
+	case path == "/v1/models":
+		s.models(ctx)
+	case path == "/health":
+		s.health(ctx)
+	case path == "/version":
+		writeJSON(ctx, http.StatusOK, map[string]string{"version": s.opts.Version})
+	case path == "/metrics" && s.metrics != nil:
+		s.metrics(ctx)
+	case path == "/cluster_info":
+		s.clusterInfo(ctx)
+	default:
+		writeError(ctx, &orchestrator.Error{Status: http.StatusNotFound, Message: "no route " + path})
+	}
+}
+
+// completion serves the two OpenAI generation routes.
+func (s *Server) completion(ctx *fasthttp.RequestCtx, method string, ep protocol.Endpoint) {
+	id := requestID(ctx)
+	ctx.Response.Header.Set(headerRequestID, id)
+	if method != fasthttp.MethodPost {
+		writeError(ctx, &orchestrator.Error{Status: http.StatusMethodNotAllowed, Message: "use POST"})
+		return
+	}
+	body, tooLarge := s.readBody(ctx)
+	if tooLarge {
+		writeError(ctx, &orchestrator.Error{Status: http.StatusRequestEntityTooLarge,
+			Message: fmt.Sprintf("request body larger than %d bytes", s.opts.Config.MaxBodyBytes)})
+		return
+	}
+	resp := s.opts.Orchestrator.Handle(orchestrator.Incoming{
+		Endpoint: ep, Body: body, RequestID: id, Received: time.Now(),
+		Header: func(name string) string { return string(ctx.Request.Header.Peek(name)) },
+	})
+	setRouteHeaders(ctx, resp.Route)
+	if !resp.Streaming() {
+		ctx.SetStatusCode(resp.Status)
+		ctx.SetContentType("application/json")
+		ctx.SetBody(resp.Body)
+		return
+	}
+	ctx.SetStatusCode(resp.Status)
+	ctx.SetContentType(openai.ContentTypeSSE)
+	ctx.Response.Header.Set("Cache-Control", "no-cache")
+	ctx.Response.Header.Set("X-Accel-Buffering", "no")
+	relayed := false
+	defer func() {
+		if !relayed {
+			resp.Close() // a panic between Handle and the stream writer
+		}
+	}()
+	ctx.SetBodyStreamWriter(func(w *bufio.Writer) { resp.Relay(w) })
+	relayed = true
+}
+
+// readBody returns a copy of the request body, or tooLarge when it exceeds
+// the limit (checked on Content-Length first, then while reading).
+func (s *Server) readBody(ctx *fasthttp.RequestCtx) (body []byte, tooLarge bool) {
+	limit := s.opts.Config.MaxBodyBytes
+	if cl := ctx.Request.Header.ContentLength(); cl > limit {
+		return nil, true
+	}
+	if stream := ctx.RequestBodyStream(); stream != nil {
+		b, err := io.ReadAll(io.LimitReader(stream, int64(limit)+1))
+		if err != nil || len(b) > limit {
+			return nil, len(b) > limit
+		}
+		return b, false
+	}
+	return append([]byte(nil), ctx.PostBody()...), false
+}
+
+func setRouteHeaders(ctx *fasthttp.RequestCtx, r orchestrator.Route) {
+	if r.Decision != "" {
+		ctx.Response.Header.Set("X-Duet-Route", r.Decision)
+	}
+	if r.Ctx != "" {
+		ctx.Response.Header.Set("X-Duet-Ctx-Worker", r.Ctx)
+	}
+	if r.Gen != "" {
+		ctx.Response.Header.Set("X-Duet-Gen-Worker", r.Gen)
+	}
+}
+
+// requestID honours a sane client X-Request-ID, else mints one.
+func requestID(ctx *fasthttp.RequestCtx) string {
+	if id := ctx.Request.Header.Peek(headerRequestID); len(id) > 0 && len(id) <= 128 && printable(id) {
+		return string(id)
+	}
+	return fmt.Sprintf("%016x%016x", rand.Uint64(), rand.Uint64())
+}
+
+func printable(b []byte) bool {
+	for _, c := range b {
+		if c <= ' ' || c > '~' {
+			return false
+		}
+	}
+	return true
+}
+
+func (s *Server) models(ctx *fasthttp.RequestCtx) {
+	writeJSON(ctx, http.StatusOK, openai.NewModelList("duet", s.started.Unix(), s.opts.Orchestrator.Config().Models...))
+}
+
+// health is 200 when at least one ctx and one gen worker can take work.
+func (s *Server) health(ctx *fasthttp.RequestCtx) {
+	ctxN := len(s.opts.Pool.Available(disagg.RoleContext))
+	genN := len(s.opts.Pool.Available(disagg.RoleGeneration))
+	status, reason := http.StatusOK, "ok"
+	switch {
+	case ctxN == 0 && genN == 0:
+		status, reason = http.StatusServiceUnavailable, "no healthy context or generation worker"
+	case ctxN == 0:
+		status, reason = http.StatusServiceUnavailable, "no healthy context worker"
+	case genN == 0:
+		status, reason = http.StatusServiceUnavailable, "no healthy generation worker"
+	}
+	writeJSON(ctx, status, map[string]any{"status": reason, "context_workers": ctxN, "generation_workers": genN})
+}
+
+// workerInfo is one worker in /cluster_info.
+type workerInfo struct {
+	ID         string `json:"id"`
+	URL        string `json:"url"`
+	Role       string `json:"role"`
+	Healthy    bool   `json:"healthy"`
+	Draining   bool   `json:"draining"`
+	LoadTokens int64  `json:"load_tokens"`
+	InFlight   int64  `json:"inflight"`
+}
+
+func (s *Server) clusterInfo(ctx *fasthttp.RequestCtx) {
+	var workers []workerInfo
+	for _, ep := range s.opts.Pool.All() {
+		workers = append(workers, workerInfo{ID: ep.ID, URL: ep.URL, Role: string(ep.Role), Healthy: ep.Healthy(),
+			Draining: ep.Draining(), LoadTokens: ep.Load(), InFlight: ep.InFlight()})
+	}
+	info := map[string]any{"workers": workers, "protocol": s.opts.Orchestrator.Config().Protocol}
+	if s.opts.Fleet != nil {
+		info["fleet"] = s.opts.Fleet()
+	}
+	writeJSON(ctx, http.StatusOK, info)
+}
+
+func writeJSON(ctx *fasthttp.RequestCtx, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		writeError(ctx, &orchestrator.Error{Status: http.StatusInternalServerError, Message: "encode response", Err: err})
+		return
+	}
+	ctx.SetStatusCode(status)
+	ctx.SetContentType("application/json")
+	ctx.SetBody(b)
+}
+
+func writeError(ctx *fasthttp.RequestCtx, e *orchestrator.Error) {
+	ctx.SetStatusCode(e.Status)
+	ctx.SetContentType("application/json")
+	ctx.SetBody(e.JSON())
+}

@@ -1,0 +1,82 @@
+package frontend
+
+import (
+	"context"
+	"errors"
+	"net"
+	"time"
+
+	"github.com/duet-serve/duet/orchestrator"
+	"github.com/duet-serve/duet/router"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/valyala/fasthttp"
+	"github.com/valyala/fasthttp/fasthttpadaptor"
+	"go.uber.org/zap"
+)
+
+// Options are a Server's dependencies.
+type Options struct {
+	Config       Config
+	Orchestrator *orchestrator.Orchestrator
+	Pool         *router.Pool
+	// Gatherer serves /metrics; nil disables the route.
+	Gatherer prometheus.Gatherer
+	Log      *zap.Logger
+	// Version is returned by /version.
+	Version string
+	// Fleet, when set, adds the fleet's view (processes, restarts) to
+	// /cluster_info.
+	Fleet func() any
+}
+
+// Server is the HTTP frontend.
+type Server struct {
+	opts    Options
+	srv     *fasthttp.Server
+	metrics fasthttp.RequestHandler
+	started time.Time
+}
+
+// New builds a Server.
+func New(o Options) (*Server, error) {
+	if err := o.Config.Validate(); err != nil {
+		return nil, err
+	}
+	s := &Server{opts: o, started: time.Now()}
+	if o.Gatherer != nil {
+		s.metrics = fasthttpadaptor.NewFastHTTPHandler(promhttp.HandlerFor(o.Gatherer, promhttp.HandlerOpts{}))
+	}
+	s.srv = &fasthttp.Server{
+		Name:                          "duet",
+		Handler:                       s.handle,
+		ReadBufferSize:                o.Config.MaxHeaderBytes,
+		MaxRequestBodySize:            o.Config.MaxBodyBytes,
+		StreamRequestBody:             true, // lets handle answer 413 with a JSON body instead of a reset
+		ReadTimeout:                   o.Config.ReadTimeout,
+		IdleTimeout:                   o.Config.IdleTimeout,
+		Concurrency:                   o.Config.MaxConcurrency,
+		NoDefaultServerHeader:         true,
+		DisableHeaderNamesNormalizing: false,
+		CloseOnShutdown:               true,
+	}
+	return s, nil
+}
+
+// Serve serves on ln until ctx is done, then stops accepting, lets live
+// requests finish for up to 30 s, and returns.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	errc := make(chan error, 1)
+	go func() { errc <- s.srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := s.srv.ShutdownWithContext(shutdownCtx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return <-errc
+}

@@ -1,0 +1,161 @@
+package orchestrator
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/duet-serve/duet/orchestrator/protocol"
+	"github.com/duet-serve/duet/orchestrator/protocol/adapters"
+	"github.com/duet-serve/duet/router"
+	"github.com/duet-serve/duet/tokenizer"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+)
+
+// Options are an Orchestrator's dependencies. Nil Now and Rand default to
+// time.Now and math/rand/v2's Uint64.
+type Options struct {
+	Config    Config
+	Router    *router.Router
+	Tokenizer *tokenizer.Tokenizer
+	Log       *zap.Logger
+	// AccessLog gets one unsampled line per request; nil uses Log.
+	AccessLog *zap.Logger
+	Registry  prometheus.Registerer
+	Now       func() time.Time
+	Rand      func() uint64
+}
+
+// Orchestrator runs the request pipeline.
+type Orchestrator struct {
+	cfg     Config
+	adapter protocol.Adapter
+	router  *router.Router
+	tok     *tokenizer.Tokenizer
+	up      *upstream
+	metrics *metrics
+	log     *zap.Logger
+	access  *zap.Logger
+	now     func() time.Time
+	rand    func() uint64
+}
+
+// New validates the configuration and builds an Orchestrator.
+func New(o Options) (*Orchestrator, error) {
+	if err := o.Config.Validate(); err != nil {
+		return nil, fmt.Errorf("orchestrator: %w", err)
+	}
+	adapter, err := adapters.ByName(o.Config.Protocol)
+	if err != nil {
+		return nil, err
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Rand == nil {
+		o.Rand = rand.Uint64
+	}
+	if o.AccessLog == nil {
+		o.AccessLog = o.Log
+	}
+	m, err := newMetrics(o.Registry, o.Router.Pool())
+	if err != nil {
+		return nil, err
+	}
+	return &Orchestrator{cfg: o.Config, adapter: adapter, router: o.Router, tok: o.Tokenizer, up: newUpstream(o.Config),
+		metrics: m, log: o.Log, access: o.AccessLog, now: o.Now, rand: o.Rand}, nil
+}
+
+// Config returns the configuration in use.
+func (o *Orchestrator) Config() Config { return o.cfg }
+
+// Handle serves one request: validation, routing, both phases, retries. It
+// never returns nil. A streaming Response must be relayed or closed.
+func (o *Orchestrator) Handle(in Incoming) *Response {
+	t := &trace{id: in.RequestID, start: in.Received, endpoint: in.Endpoint}
+	req, err := o.parse(in)
+	if err != nil {
+		return o.fail(t, err)
+	}
+	t.session, t.promptTokens = req.SessionKey, len(req.Tokens)
+	resp, err := o.serve(req, t)
+	if err != nil {
+		return o.fail(t, err)
+	}
+	return resp
+}
+
+// fail records a failed request and returns its error response.
+func (o *Orchestrator) fail(t *trace, err error) *Response {
+	e := AsError(err)
+	t.status, t.err = e.Status, e
+	o.finish(t)
+	return &Response{Status: e.Status, Body: e.JSON(), Route: t.route()}
+}
+
+// serve routes and runs attempts until one succeeds, the failure is not
+// retryable, or retries run out.
+func (o *Orchestrator) serve(req *Request, t *trace) (*Response, error) {
+	rr := &router.Request{SessionKey: req.SessionKey, PromptTokens: len(req.Tokens), MaxTokens: req.MaxTokens,
+		ExcludeCtx: map[string]bool{}, ExcludeGen: map[string]bool{}}
+	var last *workerError
+	for attempt := 0; attempt <= o.cfg.MaxRetries; attempt++ {
+		pair, err := o.router.Route(rr)
+		if err != nil {
+			if last != nil {
+				return nil, last.clientError()
+			}
+			return nil, &Error{Status: http.StatusServiceUnavailable, Message: err.Error(), Err: err}
+		}
+		t.attempts++
+		t.ctxWorker, t.genWorker, t.decision = pair.Ctx.Endpoint().ID, pair.Gen.Endpoint().ID, pair.Decision
+		resp, err := o.attempt(req, pair, t)
+		if err == nil {
+			return resp, nil // resp owns the pair's leases now
+		}
+		pair.Release()
+		var we *workerError
+		if !errors.As(err, &we) {
+			return nil, err
+		}
+		o.log.Warn("worker failed", zap.String("request_id", req.ID), zap.String("phase", we.phase),
+			zap.String("worker", we.worker), zap.Int("attempt", attempt), zap.Error(we))
+		if !we.retryable() {
+			return nil, we.clientError()
+		}
+		last = we
+		o.metrics.retries.WithLabelValues(we.phase).Inc()
+		if we.phase == phaseContext {
+			rr.ExcludeCtx[we.worker] = true
+		} else {
+			rr.ExcludeGen[we.worker] = true
+		}
+	}
+	return nil, last.clientError()
+}
+
+// newInput builds the adapter input of one attempt: a fresh request id and
+// bootstrap room.
+func (o *Orchestrator) newInput(req *Request, ctxWorker *router.Endpoint) protocol.Input {
+	id := protocol.MinRequestID + o.rand()%(protocol.MaxRequestID-protocol.MinRequestID)
+	return protocol.Input{
+		Endpoint:       req.Endpoint,
+		Body:           req.Body,
+		RequestID:      id,
+		ConversationID: req.SessionKey,
+		CtxWorker:      protocol.WorkerAddr{Host: hostOf(ctxWorker.URL)},
+		Room:           o.rand() % (protocol.MaxRoom + 1),
+	}
+}
+
+func hostOf(base string) string {
+	u, err := url.Parse(base)
+	if err != nil {
+		return ""
+	}
+	return u.Hostname()
+}

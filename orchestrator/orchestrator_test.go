@@ -1,0 +1,228 @@
+package orchestrator
+
+import (
+	"bufio"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestStreamRelaysAndPatchesUsage(t *testing.T) {
+	ctx := newFakeWorker(t, ctxOK)
+	gen := newFakeWorker(t, genStream(3, true))
+	h := newHarness(t, testConfig(), []*fakeWorker{ctx}, []*fakeWorker{gen})
+	resp, out := h.run(chatBody(true, `,"stream_options":{"include_usage":true},"nvext":{"k":1}`), map[string]string{"X-Correlation-ID": "sess-1"})
+	require.Equal(t, http.StatusOK, resp.Status)
+	require.Contains(t, out, `" t0"`)
+	require.True(t, strings.HasSuffix(out, "data: [DONE]\n\n"))
+	require.Contains(t, out, `"prompt_tokens":30`, "usage reports the context phase's prompt tokens")
+	require.Contains(t, out, `"cached_tokens":20`)
+
+	ctxBody := ctx.calls()[0]
+	require.JSONEq(t, `false`, string(ctxBody["stream"]))
+	var dp map[string]json.RawMessage
+	require.NoError(t, json.Unmarshal(ctxBody["disaggregated_params"], &dp))
+	require.JSONEq(t, `"context_only"`, string(dp["request_type"]))
+	require.JSONEq(t, `"sess-1"`, string(dp["conversation_id"]))
+	genBody := gen.calls()[0]
+	require.NoError(t, json.Unmarshal(genBody["disaggregated_params"], &dp))
+	require.JSONEq(t, `"generation_only"`, string(dp["request_type"]))
+	require.Equal(t, "18446744073709551615", string(dp["ctx_request_id"]), "64-bit handle relayed byte for byte")
+	require.JSONEq(t, `{"k":1}`, string(genBody["nvext"]), "unknown client fields reach the worker")
+}
+
+func TestClientInternalFieldsNeverForwarded(t *testing.T) {
+	ctx := newFakeWorker(t, ctxOK)
+	gen := newFakeWorker(t, genStream(1, true))
+	h := newHarness(t, testConfig(), []*fakeWorker{ctx}, []*fakeWorker{gen})
+	evil := `,"disaggregated_params":{"conversation_id":"c9","request_type":"generation_only","ctx_request_id":5,"encoded_opaque_state":"ZXZpbA=="},"kv_transfer_params":{"remote_host":"evil"},"bootstrap_host":"evil"`
+	resp, _ := h.run(chatBody(false, evil), nil)
+	require.Equal(t, http.StatusOK, resp.Status)
+	for _, w := range []*fakeWorker{ctx, gen} {
+		b := w.calls()[0]
+		require.NotContains(t, b, "kv_transfer_params")
+		require.NotContains(t, b, "bootstrap_host")
+		require.NotContains(t, string(b["disaggregated_params"]), "ZXZpbA==")
+		require.Contains(t, string(b["disaggregated_params"]), `"c9"`, "the client's conversation id is kept as the session key")
+	}
+}
+
+func TestContextFailureRetriedOnAnotherWorker(t *testing.T) {
+	bad := newFakeWorker(t, status(500))
+	good := newFakeWorker(t, ctxOK)
+	gen := newFakeWorker(t, genStream(2, true))
+	h := newHarness(t, testConfig(), []*fakeWorker{bad, good}, []*fakeWorker{gen})
+	for i := 0; i < 4; i++ {
+		resp, _ := h.run(chatBody(false, ""), nil)
+		require.Equal(t, http.StatusOK, resp.Status)
+	}
+	ids := map[string]bool{}
+	for _, c := range append(bad.calls(), good.calls()...) {
+		var dp map[string]json.RawMessage
+		require.NoError(t, json.Unmarshal(c["disaggregated_params"], &dp))
+		require.False(t, ids[string(dp["disagg_request_id"])], "a retry gets a new disagg_request_id")
+		ids[string(dp["disagg_request_id"])] = true
+	}
+}
+
+func TestFailureClasses(t *testing.T) {
+	cases := []struct {
+		name       string
+		ctx, gen   func(http.ResponseWriter, map[string]json.RawMessage)
+		stream     bool
+		wantStatus int
+		wantInBody string
+	}{
+		{"ctx 4xx relayed", status(400), genStream(1, true), false, 400, "fake 400"},
+		{"ctx 5xx exhausted", status(503), genStream(1, true), false, 502, "context worker failed"},
+		{"gen 4xx relayed", ctxOK, status(422), true, 422, "fake 422"},
+		{"gen 5xx before stream", ctxOK, status(500), true, 502, "generation worker failed"},
+		{"gen cut before first event", ctxOK, genStream(0, false), true, 502, "generation worker failed"},
+		{"bad ctx response", func(w http.ResponseWriter, _ map[string]json.RawMessage) { w.Write([]byte(`{"choices":[]}`)) }, genStream(1, true), false, 502, "context worker failed"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, testConfig(), []*fakeWorker{newFakeWorker(t, tc.ctx)}, []*fakeWorker{newFakeWorker(t, tc.gen)})
+			resp, out := h.run(chatBody(tc.stream, ""), nil)
+			require.Equal(t, tc.wantStatus, resp.Status, out)
+			require.Contains(t, out, tc.wantInBody)
+			require.Contains(t, out, `"error"`)
+		})
+	}
+}
+
+func TestStreamCutMidwayIsAnErrorEvent(t *testing.T) {
+	h := newHarness(t, testConfig(), []*fakeWorker{newFakeWorker(t, ctxOK)}, []*fakeWorker{newFakeWorker(t, genStream(3, false))})
+	resp, out := h.run(chatBody(true, ""), nil)
+	require.Equal(t, http.StatusOK, resp.Status, "headers were already sent")
+	require.Contains(t, out, `" t2"`)
+	require.Contains(t, out, `data: {"error":{"message":"generation worker ended the stream without [DONE] or a finish_reason"`)
+	require.True(t, strings.HasSuffix(out, "data: [DONE]\n\n"))
+}
+
+func TestContextFinishedKeepsContent(t *testing.T) {
+	for _, stream := range []bool{false, true} {
+		gen := newFakeWorker(t, genStream(1, true))
+		h := newHarness(t, testConfig(), []*fakeWorker{newFakeWorker(t, ctxFinished)}, []*fakeWorker{gen})
+		resp, out := h.run(chatBody(stream, `,"stream_options":{"include_usage":true}`), nil)
+		require.Equal(t, http.StatusOK, resp.Status)
+		require.Contains(t, out, `Bye`)
+		require.Contains(t, out, `"finish_reason":"stop"`)
+		require.Contains(t, out, `"prompt_tokens":30`)
+		require.Empty(t, gen.calls(), "no generation phase")
+		if stream {
+			require.Contains(t, out, `"object":"chat.completion.chunk"`)
+			require.True(t, strings.HasSuffix(out, "data: [DONE]\n\n"))
+		}
+	}
+}
+
+func TestConditionalDisaggSkipsContextPhase(t *testing.T) {
+	cfg := testConfig()
+	cfg.MaxLocalPrefillTokens = 1000
+	ctx := newFakeWorker(t, ctxOK)
+	gen := newFakeWorker(t, genStream(1, true))
+	h := newHarness(t, cfg, []*fakeWorker{ctx}, []*fakeWorker{gen})
+	resp, _ := h.run(chatBody(false, ""), nil)
+	require.Equal(t, http.StatusOK, resp.Status)
+	require.Empty(t, ctx.calls())
+	require.NotContains(t, gen.calls()[0], "disaggregated_params")
+}
+
+func TestBadInputMakesNoUpstreamCall(t *testing.T) {
+	cfg := testConfig()
+	cfg.Models = []string{"m"}
+	ctx := newFakeWorker(t, ctxOK)
+	gen := newFakeWorker(t, genStream(1, true))
+	h := newHarness(t, cfg, []*fakeWorker{ctx}, []*fakeWorker{gen})
+	cases := []struct {
+		name, body string
+		status     int
+		param      string
+	}{
+		{"malformed", `{"model":`, 400, ""},
+		{"not an object", `[1]`, 400, ""},
+		{"wrong type", `{"model":"m","messages":"hi"}`, 400, "messages"},
+		{"missing messages", `{"model":"m"}`, 400, "messages"},
+		{"empty messages", `{"model":"m","messages":[]}`, 400, "messages"},
+		{"bad role", `{"model":"m","messages":[{"role":"robot","content":"x"}]}`, 400, "messages[0].role"},
+		{"missing model", `{"messages":[{"role":"user","content":"x"}]}`, 400, "model"},
+		{"unknown model", `{"model":"zz","messages":[{"role":"user","content":"x"}]}`, 404, "model"},
+		{"n > 1", `{"model":"m","n":2,"messages":[{"role":"user","content":"x"}]}`, 400, "n"},
+		{"zero max_tokens", `{"model":"m","max_tokens":0,"messages":[{"role":"user","content":"x"}]}`, 400, "max_tokens"},
+		{"negative max_completion_tokens", `{"model":"m","max_completion_tokens":-3,"messages":[{"role":"user","content":"x"}]}`, 400, "max_completion_tokens"},
+		{"bad session id", `{"model":"m","conversation_params":{"conversation_id":"has space"},"messages":[{"role":"user","content":"x"}]}`, 400, "conversation_params.conversation_id"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			resp, out := h.run([]byte(tc.body), nil)
+			require.Equal(t, tc.status, resp.Status, out)
+			var e struct {
+				Error struct {
+					Message string  `json:"message"`
+					Param   *string `json:"param"`
+				} `json:"error"`
+			}
+			require.NoError(t, json.Unmarshal([]byte(out), &e))
+			require.NotEmpty(t, e.Error.Message)
+			if tc.param != "" {
+				require.NotNil(t, e.Error.Param)
+				require.Equal(t, tc.param, *e.Error.Param)
+			}
+		})
+	}
+	require.Empty(t, ctx.calls())
+	require.Empty(t, gen.calls())
+}
+
+func TestNoWorkerIs503(t *testing.T) {
+	h := newHarness(t, testConfig(), nil, []*fakeWorker{newFakeWorker(t, genStream(1, true))})
+	resp, out := h.run(chatBody(false, ""), nil)
+	require.Equal(t, http.StatusServiceUnavailable, resp.Status)
+	require.Contains(t, out, "context phase")
+}
+
+func TestClientGoneReleasesEverything(t *testing.T) {
+	gen := newFakeWorker(t, func(w http.ResponseWriter, body map[string]json.RawMessage) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		for i := 0; i < 1000; i++ {
+			if _, err := w.Write([]byte("data: {\"choices\":[{\"delta\":{\"content\":\"x\"},\"finish_reason\":null}]}\n\n")); err != nil {
+				return
+			}
+			w.(http.Flusher).Flush()
+			time.Sleep(time.Millisecond)
+		}
+	})
+	h := newHarness(t, testConfig(), []*fakeWorker{newFakeWorker(t, ctxOK)}, []*fakeWorker{gen})
+	resp := h.o.Handle(Incoming{Endpoint: 1, Body: chatBody(true, ""), RequestID: "r", Received: time.Now()})
+	require.True(t, resp.Streaming())
+	done := make(chan struct{})
+	go func() { resp.Relay(bufio.NewWriterSize(&failingWriter{n: 300}, 64)); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("relay did not notice the gone client")
+	}
+	h.requireNoLoad(t)
+}
+
+func TestIdleStreamTimesOut(t *testing.T) {
+	cfg := testConfig()
+	cfg.StreamIdleTimeout = 150 * time.Millisecond
+	cfg.PingInterval = 20 * time.Millisecond
+	gen := newFakeWorker(t, func(w http.ResponseWriter, _ map[string]json.RawMessage) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.Write([]byte("data: {\"choices\":[{\"delta\":{\"content\":\"x\"},\"finish_reason\":null}]}\n\n"))
+		w.(http.Flusher).Flush()
+		time.Sleep(time.Second)
+	})
+	h := newHarness(t, cfg, []*fakeWorker{newFakeWorker(t, ctxOK)}, []*fakeWorker{gen})
+	_, out := h.run(chatBody(true, ""), nil)
+	require.Contains(t, out, ": ping", "silences are filled with keep-alive comments")
+	require.Contains(t, out, "generation stream idle timeout")
+	require.True(t, strings.HasSuffix(out, "data: [DONE]\n\n"))
+}

@@ -1,0 +1,135 @@
+package orchestrator
+
+import (
+	"errors"
+	"net/http"
+
+	"github.com/duet-serve/duet/orchestrator/protocol"
+	"github.com/duet-serve/duet/router"
+	"go.uber.org/zap"
+)
+
+const (
+	phaseContext    = "context"
+	phaseGeneration = "generation"
+)
+
+// attempt runs one try of a request on pair. On success the returned
+// Response owns the pair; on error the caller releases it.
+func (o *Orchestrator) attempt(req *Request, pair *router.Pair, t *trace) (*Response, error) {
+	in := o.newInput(req, pair.Ctx.Endpoint())
+	if pair.Same() || o.prefillLocally(req) {
+		pair.Ctx.Release() // no context phase: the gen worker prefills
+		t.decision += "+local"
+		return o.generate(req, pair, protocol.Request{Body: req.Body}, nil, t)
+	}
+	if o.adapter.Concurrent() {
+		return o.concurrent(req, pair, in, t)
+	}
+	c, err := o.contextPhase(req, pair.Ctx.Endpoint(), in, t)
+	pair.Ctx.Release() // prefill is over, whatever happened
+	if err != nil {
+		return nil, err
+	}
+	if c.Finished {
+		pair.Gen.Release()
+		return o.finishedAtContext(req, c, t)
+	}
+	genReq, err := o.adapter.GenerationRequest(in, c)
+	if err != nil {
+		return nil, err
+	}
+	return o.generate(req, pair, genReq, &c, t)
+}
+
+// prefillLocally is conditional disaggregation: short prompts skip the
+// context phase.
+func (o *Orchestrator) prefillLocally(req *Request) bool {
+	return o.cfg.MaxLocalPrefillTokens > 0 && len(req.Tokens) <= o.cfg.MaxLocalPrefillTokens
+}
+
+// contextPhase sends the context-only request and parses the handle.
+func (o *Orchestrator) contextPhase(req *Request, ep *router.Endpoint, in protocol.Input, t *trace) (protocol.Context, error) {
+	r, err := o.adapter.ContextRequest(in)
+	if err != nil {
+		return protocol.Context{}, err
+	}
+	start := o.now()
+	rep, err := o.up.post(ep.URL, req.Endpoint.Path(), r, req.ID, start.Add(o.cfg.ContextTimeout))
+	t.ctxDur = o.now().Sub(start)
+	o.metrics.phase.WithLabelValues(phaseContext).Observe(t.ctxDur.Seconds())
+	if err != nil {
+		return protocol.Context{}, &workerError{phase: phaseContext, worker: ep.ID, timeout: errors.Is(err, errTimeout), err: err}
+	}
+	if rep.status != http.StatusOK {
+		return protocol.Context{}, &workerError{phase: phaseContext, worker: ep.ID, status: rep.status, body: rep.body}
+	}
+	c, err := o.adapter.ParseContextResponse(in, rep.body)
+	if errors.Is(err, protocol.ErrBadContextResponse) {
+		return protocol.Context{}, &workerError{phase: phaseContext, worker: ep.ID, err: err}
+	}
+	if err != nil {
+		return protocol.Context{}, err
+	}
+	t.cachedTokens = c.CachedTokens
+	return c, nil
+}
+
+// concurrent sends both legs at once (SGLang): the ctx leg is drained in the
+// background and its lease released when it ends.
+func (o *Orchestrator) concurrent(req *Request, pair *router.Pair, in protocol.Input, t *trace) (*Response, error) {
+	ctxReq, err := o.adapter.ContextRequest(in)
+	if err != nil {
+		return nil, err
+	}
+	genReq, err := o.adapter.GenerationRequest(in, protocol.Context{})
+	if err != nil {
+		return nil, err
+	}
+	ep := pair.Ctx.Endpoint()
+	go func() {
+		defer pair.Ctx.Release()
+		rep, err := o.up.post(ep.URL, req.Endpoint.Path(), ctxReq, req.ID, o.now().Add(o.cfg.StreamTotalTimeout))
+		if err != nil || rep.status != http.StatusOK {
+			o.log.Warn("sglang prefill leg failed", zap.String("request_id", req.ID), zap.String("worker", ep.ID),
+				zap.Int("status", rep.status), zap.Error(err))
+		}
+	}()
+	return o.generate(req, pair, genReq, nil, t)
+}
+
+// generate runs the generation phase. c is the context phase's result, nil
+// when there was none.
+func (o *Orchestrator) generate(req *Request, pair *router.Pair, r protocol.Request, c *protocol.Context, t *trace) (*Response, error) {
+	ep := pair.Gen.Endpoint()
+	start := o.now()
+	if !req.Stream {
+		rep, err := o.up.post(ep.URL, req.Endpoint.Path(), r, req.ID, start.Add(o.cfg.StreamTotalTimeout))
+		if err != nil {
+			return nil, &workerError{phase: phaseGeneration, worker: ep.ID, timeout: errors.Is(err, errTimeout), err: err}
+		}
+		if rep.status != http.StatusOK {
+			return nil, &workerError{phase: phaseGeneration, worker: ep.ID, status: rep.status, body: rep.body}
+		}
+		body, cached := patchResponseUsage(rep.body, c)
+		o.metrics.phase.WithLabelValues(phaseGeneration).Observe(o.now().Sub(start).Seconds())
+		pair.Release()
+		t.status, t.cachedTokens = http.StatusOK, cached
+		t.ttft = o.now().Sub(t.start)
+		o.finish(t)
+		return &Response{Status: http.StatusOK, Body: body, Route: t.route()}, nil
+	}
+	st, err := o.up.openStream(ep.URL, req.Endpoint.Path(), r, req.ID, o.cfg.FirstEventTimeout)
+	if err != nil {
+		return nil, &workerError{phase: phaseGeneration, worker: ep.ID, timeout: errors.Is(err, errTimeout), err: err}
+	}
+	if st.status != http.StatusOK {
+		return nil, &workerError{phase: phaseGeneration, worker: ep.ID, status: st.status, body: st.readError()}
+	}
+	rl := newRelay(o, req, pair, st, c, t, start)
+	if err := rl.awaitFirst(); err != nil {
+		rl.abort()
+		return nil, &workerError{phase: phaseGeneration, worker: ep.ID, timeout: errors.Is(err, errTimeout), err: err}
+	}
+	return &Response{Status: http.StatusOK, Route: t.route(), relay: rl}, nil
+}

@@ -1,0 +1,227 @@
+package orchestrator
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/duet-serve/duet/orchestrator/protocol"
+	"github.com/duet-serve/duet/proto/disagg"
+	"github.com/duet-serve/duet/proto/openai"
+	"github.com/duet-serve/duet/tokenizer"
+)
+
+var jsonUnmarshal = json.Unmarshal
+
+// Incoming is a client request as the frontend hands it over. Header is only
+// called during Handle.
+type Incoming struct {
+	Endpoint  protocol.Endpoint
+	Body      []byte
+	Header    func(name string) string
+	RequestID string
+	Received  time.Time
+}
+
+// Request is a validated client request.
+type Request struct {
+	Endpoint     protocol.Endpoint
+	ID           string
+	Received     time.Time
+	Model        string
+	Stream       bool
+	IncludeUsage bool
+	// MaxTokens is the output limit, or the configured default when unset.
+	MaxTokens int
+	// SessionKey is the conversation id, "" when the request has none.
+	SessionKey string
+	// Tokens are the prompt's token ids as the workers will count them.
+	Tokens []int
+	// Body is the client's body without any internal field.
+	Body []byte
+}
+
+// sessionHeaders are read in order after the body fields (DESIGN.md).
+var sessionHeaders = []string{"X-Session-ID", "X-Correlation-ID", "X-Session-Affinity", "X-Dynamo-Session-ID", "X-SMG-Routing-Key"}
+
+// conversationFields are the body fields that may carry a session key.
+type conversationFields struct {
+	ConversationParams *struct {
+		ConversationID string `json:"conversation_id"`
+	} `json:"conversation_params"`
+	DisaggregatedParams *struct {
+		ConversationID string `json:"conversation_id"`
+	} `json:"disaggregated_params"`
+}
+
+// parse validates an incoming request; every rejection is a 4xx *Error and
+// happens before any worker is called.
+func (o *Orchestrator) parse(in Incoming) (*Request, error) {
+	if !json.Valid(in.Body) {
+		return nil, badRequest("", "request body is not valid JSON")
+	}
+	req := &Request{Endpoint: in.Endpoint, ID: in.RequestID, Received: in.Received}
+	var err error
+	switch in.Endpoint {
+	case protocol.EndpointChat:
+		err = o.parseChat(in.Body, req)
+	case protocol.EndpointCompletions:
+		err = o.parseCompletion(in.Body, req)
+	default:
+		err = &Error{Status: http.StatusNotFound, Message: "unknown endpoint"}
+	}
+	if err != nil {
+		return nil, err
+	}
+	if req.SessionKey, err = o.sessionKey(in); err != nil {
+		return nil, err
+	}
+	if req.Body, err = openai.RewriteBody(in.Body, nil, disagg.InternalFields...); err != nil {
+		return nil, badRequest("", "request body must be a JSON object")
+	}
+	return req, nil
+}
+
+func (o *Orchestrator) parseChat(body []byte, req *Request) error {
+	var r openai.ChatRequest
+	if err := json.Unmarshal(body, &r); err != nil {
+		return decodeError(err)
+	}
+	if err := o.checkCommon(r.Model, r.N, r.MaxTokens, r.MinTokens, "max_tokens"); err != nil {
+		return err
+	}
+	if r.MaxCompletionTokens != nil && *r.MaxCompletionTokens < 1 {
+		return badRequest("max_completion_tokens", "max_completion_tokens must be >= 1, got %d", *r.MaxCompletionTokens)
+	}
+	if len(r.Messages) == 0 {
+		return badRequest("messages", "messages must be a non-empty array")
+	}
+	msgs := make([]tokenizer.ChatMessage, len(r.Messages))
+	for i, m := range r.Messages {
+		if !slices.Contains(chatRoles, m.Role) {
+			return badRequest(fmt.Sprintf("messages[%d].role", i), "messages[%d].role must be one of %s, got %q", i, strings.Join(chatRoles, ", "), m.Role)
+		}
+		msgs[i] = tokenizer.ChatMessage{Role: m.Role, Name: m.Name, Content: m.Content.String(), ToolCalls: string(m.ToolCalls)}
+	}
+	o.fill(req, r.Model, r.Stream, r.StreamOptions, r.Limit())
+	req.Tokens = o.tok.EncodeChat(msgs)
+	return nil
+}
+
+var chatRoles = []string{"system", "developer", "user", "assistant", "tool", "function"}
+
+func (o *Orchestrator) parseCompletion(body []byte, req *Request) error {
+	var r openai.CompletionRequest
+	if err := json.Unmarshal(body, &r); err != nil {
+		return decodeError(err)
+	}
+	if err := o.checkCommon(r.Model, r.N, r.MaxTokens, r.MinTokens, "max_tokens"); err != nil {
+		return err
+	}
+	switch {
+	case r.Prompt.Kind == openai.PromptMissing:
+		return badRequest("prompt", "prompt is required")
+	case r.Prompt.Batched():
+		return badRequest("prompt", "batched prompts are not supported: send one prompt per request")
+	}
+	text, tokens, isTokens := r.Prompt.Single()
+	if isTokens {
+		req.Tokens = tokens
+	} else {
+		req.Tokens = o.tok.Encode(text)
+	}
+	if len(req.Tokens) == 0 {
+		return badRequest("prompt", "prompt must not be empty")
+	}
+	o.fill(req, r.Model, r.Stream, r.StreamOptions, r.Limit())
+	return nil
+}
+
+func (o *Orchestrator) fill(req *Request, model string, stream bool, so *openai.StreamOptions, limit int) {
+	req.Model, req.Stream = model, stream
+	req.IncludeUsage = stream && so != nil && so.IncludeUsage
+	req.MaxTokens = limit
+	if limit == 0 {
+		req.MaxTokens = o.cfg.DefaultMaxTokens
+	}
+}
+
+// checkCommon validates the fields chat and completions share.
+func (o *Orchestrator) checkCommon(model string, n, maxTokens, minTokens *int, maxKey string) error {
+	switch {
+	case model == "":
+		return badRequest("model", "model is required")
+	case len(o.cfg.Models) > 0 && !slices.Contains(o.cfg.Models, model):
+		return &Error{Status: http.StatusNotFound, Type: openai.ErrTypeNotFound, Param: "model", Code: "model_not_found",
+			Message: fmt.Sprintf("model %q does not exist (served: %s)", model, strings.Join(o.cfg.Models, ", "))}
+	case n != nil && *n > 1:
+		return badRequest("n", "n > 1 is not supported: duet returns one choice per request")
+	case n != nil && *n < 1:
+		return badRequest("n", "n must be 1, got %d", *n)
+	case maxTokens != nil && *maxTokens < 1:
+		return badRequest(maxKey, "%s must be >= 1, got %d", maxKey, *maxTokens)
+	case minTokens != nil && *minTokens < 0:
+		return badRequest("min_tokens", "min_tokens must be >= 0, got %d", *minTokens)
+	}
+	return nil
+}
+
+// decodeError turns a JSON decoding error into a 400 naming the field.
+func decodeError(err error) *Error {
+	var typeErr *json.UnmarshalTypeError
+	if errors.As(err, &typeErr) {
+		return badRequest(typeErr.Field, "%s: expected %s, got JSON %s", typeErr.Field, typeErr.Type, typeErr.Value)
+	}
+	return badRequest("", "invalid request: %v", err)
+}
+
+// keySource is one place a session key may come from.
+type keySource struct{ source, value string }
+
+// sessionKey returns the first non-empty session key: body fields, then the
+// headers in order. An invalid key is a 400.
+func (o *Orchestrator) sessionKey(in Incoming) (string, error) {
+	var f conversationFields
+	if err := json.Unmarshal(in.Body, &f); err != nil {
+		return "", decodeError(err)
+	}
+	candidates := make([]keySource, 0, 8)
+	if f.ConversationParams != nil {
+		candidates = append(candidates, keySource{"conversation_params.conversation_id", f.ConversationParams.ConversationID})
+	}
+	if f.DisaggregatedParams != nil {
+		candidates = append(candidates, keySource{"disaggregated_params.conversation_id", f.DisaggregatedParams.ConversationID})
+	}
+	for _, h := range append(sessionHeaders, o.cfg.SessionHeaders...) {
+		if in.Header != nil {
+			candidates = append(candidates, keySource{h, in.Header(h)})
+		}
+	}
+	for _, c := range candidates {
+		if c.value == "" {
+			continue
+		}
+		if err := validSessionID(c.value, o.cfg.MaxSessionIDLength); err != nil {
+			return "", badRequest(c.source, "%s: %v", c.source, err)
+		}
+		return c.value, nil
+	}
+	return "", nil
+}
+
+// validSessionID accepts printable ASCII without spaces, up to max bytes.
+func validSessionID(id string, max int) error {
+	if len(id) > max {
+		return fmt.Errorf("session id longer than %d bytes", max)
+	}
+	for i := 0; i < len(id); i++ {
+		if id[i] <= ' ' || id[i] > '~' {
+			return fmt.Errorf("session id may hold only printable ASCII without spaces")
+		}
+	}
+	return nil
+}

@@ -1,0 +1,55 @@
+package orchestrator
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/duet-serve/duet/orchestrator/protocol"
+	"go.uber.org/zap"
+)
+
+// trace collects what the access log and the metrics say about a request.
+type trace struct {
+	id           string
+	endpoint     protocol.Endpoint
+	start        time.Time
+	session      string
+	ctxWorker    string
+	genWorker    string
+	decision     string
+	attempts     int
+	promptTokens int
+	cachedTokens int
+	ctxDur       time.Duration
+	ttft         time.Duration
+	events       int
+	bytes        int
+	status       int
+	err          error
+}
+
+func (t *trace) route() Route { return Route{Ctx: t.ctxWorker, Gen: t.genWorker, Decision: t.decision} }
+
+// finish records a finished request: metrics and one access log line.
+func (o *Orchestrator) finish(t *trace) {
+	total := o.now().Sub(t.start)
+	ep := t.endpoint.String()
+	o.metrics.requests.WithLabelValues(ep, strconv.Itoa(t.status)).Inc()
+	o.metrics.duration.WithLabelValues(ep).Observe(total.Seconds())
+	if t.ttft > 0 {
+		o.metrics.ttft.WithLabelValues(ep).Observe(t.ttft.Seconds())
+	}
+	o.metrics.events.Add(float64(t.events))
+	o.metrics.bytes.Add(float64(t.bytes))
+	fields := []zap.Field{
+		zap.String("request_id", t.id), zap.String("endpoint", ep), zap.Int("status", t.status),
+		zap.String("session", t.session), zap.String("ctx", t.ctxWorker), zap.String("gen", t.genWorker),
+		zap.String("decision", t.decision), zap.Int("attempts", t.attempts),
+		zap.Int("prompt_tokens", t.promptTokens), zap.Int("cached_tokens", t.cachedTokens),
+		zap.Duration("ctx_time", t.ctxDur), zap.Duration("ttft", t.ttft), zap.Duration("total", total),
+	}
+	if t.err != nil {
+		fields = append(fields, zap.NamedError("error", t.err))
+	}
+	o.access.Info("request", fields...)
+}

@@ -1,0 +1,43 @@
+package orchestrator
+
+import (
+	"encoding/json"
+
+	"github.com/duet-serve/duet/orchestrator/protocol"
+	"github.com/duet-serve/duet/proto/openai"
+)
+
+// patchResponseUsage makes a gen worker's usage report the prompt and
+// cached tokens of the context phase (the gen worker only saw a KV
+// transfer). It returns the body (unchanged when there is nothing to patch
+// or it cannot be read) and the cached tokens reported to the client.
+func patchResponseUsage(body []byte, c *protocol.Context) ([]byte, int) {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(body, &fields); err != nil {
+		return body, 0
+	}
+	raw, ok := fields["usage"]
+	if !ok {
+		return body, 0
+	}
+	var u openai.Usage
+	if err := json.Unmarshal(raw, &u); err != nil {
+		return body, 0
+	}
+	if c == nil || c.PromptTokens == 0 {
+		return body, u.CachedTokens()
+	}
+	u.PromptTokens = c.PromptTokens
+	u.TotalTokens = u.PromptTokens + u.CompletionTokens
+	u.PromptTokensDetails = &openai.PromptTokensDetails{CachedTokens: c.CachedTokens}
+	out, err := openai.RewriteBody(body, map[string]any{"usage": u})
+	if err != nil {
+		return body, u.CachedTokens()
+	}
+	return out, c.CachedTokens
+}
+
+// patchChunkUsage is patchResponseUsage for one SSE chunk.
+func patchChunkUsage(data []byte, c *protocol.Context) ([]byte, int) {
+	return patchResponseUsage(data, c)
+}

@@ -1,0 +1,150 @@
+package trtllm
+
+import (
+	"fmt"
+
+	"github.com/duet-serve/duet/orchestrator/protocol"
+	"github.com/duet-serve/duet/orchestrator/protocol/internal/wire"
+	"github.com/duet-serve/duet/proto/disagg"
+	"github.com/duet-serve/duet/proto/openai"
+)
+
+// Name is the adapter's configuration name.
+const Name = "trtllm"
+
+// Body and disaggregated_params keys the adapter writes.
+const (
+	keyStream         = "stream"
+	keyStreamOptions  = "stream_options"
+	keyPrompt         = "prompt"
+	keyPromptTokenIDs = "prompt_token_ids"
+
+	keyRequestType     = "request_type"
+	keyDisaggRequestID = "disagg_request_id"
+	keyConversationID  = "conversation_id"
+	keyCtxUsage        = "ctx_usage"
+	keyCtxRequestID    = "ctx_request_id"
+)
+
+// Adapter speaks TensorRT-LLM's context-first protocol. The zero value is
+// ready to use.
+type Adapter struct{}
+
+var _ protocol.Adapter = (*Adapter)(nil)
+
+// New returns a TensorRT-LLM adapter.
+func New() *Adapter { return &Adapter{} }
+
+// Name returns "trtllm".
+func (*Adapter) Name() string { return Name }
+
+// Concurrent returns false: the context phase runs first.
+func (*Adapter) Concurrent() bool { return false }
+
+// ContextRequest returns the context-only request: the client's body with
+// disaggregated_params {request_type, disagg_request_id, conversation_id
+// (omitted when empty)}, stream false and stream_options null.
+func (*Adapter) ContextRequest(in protocol.Input) (protocol.Request, error) {
+	body, err := wire.ClientBody(Name, in)
+	if err != nil {
+		return protocol.Request{}, err
+	}
+	params := wire.Object{
+		keyRequestType:     wire.String(disagg.RequestContextOnly),
+		keyDisaggRequestID: wire.Uint(in.RequestID),
+	}
+	if in.ConversationID != "" {
+		params.Set(keyConversationID, wire.String(in.ConversationID))
+	}
+	body.Set(disagg.FieldDisaggregatedParams, params.Encode())
+	body.Set(keyStream, wire.False)
+	body.Set(keyStreamOptions, wire.Null)
+	return protocol.Request{Body: body.Encode()}, nil
+}
+
+// ParseContextResponse reads the context-only response. finish_reason
+// not_finished or length means generation continues, and then
+// choices[0].disaggregated_params must be an object with a ctx_request_id;
+// any other reason (stop: end of sequence at the first token) means the
+// request is Finished and Handle is nil.
+func (*Adapter) ParseContextResponse(in protocol.Input, body []byte) (protocol.Context, error) {
+	if err := in.Validate(); err != nil {
+		return protocol.Context{}, fmt.Errorf("%s: %w", Name, err)
+	}
+	p, err := wire.ParseContext(Name, in.Endpoint, body)
+	if err != nil {
+		return protocol.Context{}, err
+	}
+	ctx := p.Context
+	if ctx.FinishReason != openai.FinishNotFinished && ctx.FinishReason != openai.FinishLength {
+		ctx.Finished = true
+		return ctx, nil
+	}
+	bad := func(reason string) error {
+		return &protocol.ContextResponseError{Adapter: Name, Reason: reason}
+	}
+	if p.ChoiceParams == nil {
+		return protocol.Context{}, bad("finish_reason " + ctx.FinishReason + " without disaggregated_params")
+	}
+	params, err := wire.DecodeObject(p.ChoiceParams)
+	if err != nil {
+		return protocol.Context{}, bad("disaggregated_params is not an object")
+	}
+	if wire.IsNull(params[keyCtxRequestID]) {
+		return protocol.Context{}, bad("disaggregated_params has no ctx_request_id")
+	}
+	ctx.Handle = p.ChoiceParams
+	return ctx, nil
+}
+
+// GenerationRequest returns the generation-only request: the client's body
+// with disaggregated_params = the handle, whose request_type,
+// disagg_request_id, conversation_id and ctx_usage are overridden (the
+// latter two removed when empty) and whose other fields are kept as is.
+// For completions the prompt becomes ctx.PromptTokenIDs, for chat
+// prompt_token_ids is added; without PromptTokenIDs the body keeps its
+// prompt.
+func (*Adapter) GenerationRequest(in protocol.Input, ctx protocol.Context) (protocol.Request, error) {
+	if ctx.Finished {
+		return protocol.Request{}, fmt.Errorf("%s: %w: context finished the request, nothing to generate", Name, protocol.ErrBadInput)
+	}
+	if wire.IsNull(ctx.Handle) {
+		return protocol.Request{}, fmt.Errorf("%s: %w: context has no handle", Name, protocol.ErrBadInput)
+	}
+	if !wire.IsNull(ctx.Usage) && !wire.ValidObject(ctx.Usage) {
+		return protocol.Request{}, fmt.Errorf("%s: %w: context usage is not a JSON object", Name, protocol.ErrBadInput)
+	}
+	if !wire.IsNull(ctx.PromptTokenIDs) && !wire.IsArray(ctx.PromptTokenIDs) {
+		return protocol.Request{}, fmt.Errorf("%s: %w: context prompt_token_ids is not an array", Name, protocol.ErrBadInput)
+	}
+	body, err := wire.ClientBody(Name, in)
+	if err != nil {
+		return protocol.Request{}, err
+	}
+	params, err := wire.DecodeObject(ctx.Handle)
+	if err != nil {
+		return protocol.Request{}, fmt.Errorf("%s: %w: handle: %w", Name, protocol.ErrBadInput, err)
+	}
+	params.Set(keyRequestType, wire.String(disagg.RequestGenerationOnly))
+	params.Set(keyDisaggRequestID, wire.Uint(in.RequestID))
+	setOrDelete(params, keyConversationID, in.ConversationID != "", wire.String(in.ConversationID))
+	setOrDelete(params, keyCtxUsage, !wire.IsNull(ctx.Usage), ctx.Usage)
+	body.Set(disagg.FieldDisaggregatedParams, params.Encode())
+	if !wire.IsNull(ctx.PromptTokenIDs) {
+		key := keyPromptTokenIDs
+		if in.Endpoint == protocol.EndpointCompletions {
+			key = keyPrompt
+		}
+		body.Set(key, ctx.PromptTokenIDs)
+	}
+	return protocol.Request{Body: body.Encode()}, nil
+}
+
+// setOrDelete sets key to raw when set is true, else removes it.
+func setOrDelete(o wire.Object, key string, set bool, raw []byte) {
+	if set {
+		o.Set(key, raw)
+		return
+	}
+	o.Delete(key)
+}

@@ -1,0 +1,136 @@
+package vllm
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/duet-serve/duet/orchestrator/protocol"
+	"github.com/duet-serve/duet/orchestrator/protocol/internal/wire"
+	"github.com/duet-serve/duet/proto/disagg"
+	"github.com/duet-serve/duet/proto/openai"
+)
+
+// Name is the adapter's configuration name.
+const Name = "vllm"
+
+// HeaderRequestID is the header that gives both legs the same request id.
+const HeaderRequestID = "X-Request-Id"
+
+// Body keys the adapter writes or removes on the prefill leg.
+const (
+	keyStream              = "stream"
+	keyStreamOptions       = "stream_options"
+	keyMaxTokens           = "max_tokens"
+	keyMaxCompletionTokens = "max_completion_tokens"
+	keyMinTokens           = "min_tokens"
+)
+
+// prefillParams is the kv_transfer_params of a prefill request, encoded
+// once: the keys of disagg.KVTransferParams a prefill sets, in sorted order.
+var prefillParams = (wire.Object{
+	"do_remote_decode":  wire.True,
+	"do_remote_prefill": wire.False,
+	"remote_engine_id":  wire.Null,
+	"remote_block_ids":  wire.Null,
+	"remote_host":       wire.Null,
+	"remote_port":       wire.Null,
+}).Encode()
+
+// one is the JSON number 1.
+var one = wire.Int(1)
+
+// Adapter speaks vLLM's NIXL prefill-then-decode protocol. The zero value
+// is ready to use.
+type Adapter struct{}
+
+var _ protocol.Adapter = (*Adapter)(nil)
+
+// New returns a vLLM adapter.
+func New() *Adapter { return &Adapter{} }
+
+// Name returns "vllm".
+func (*Adapter) Name() string { return Name }
+
+// Concurrent returns false: the prefill runs first.
+func (*Adapter) Concurrent() bool { return false }
+
+// ContextRequest returns the prefill request: the client's body with the
+// prefill kv_transfer_params, stream false, max_tokens 1,
+// max_completion_tokens 1 if the body has it, and no stream_options or
+// min_tokens; header X-Request-Id.
+func (*Adapter) ContextRequest(in protocol.Input) (protocol.Request, error) {
+	body, err := wire.ClientBody(Name, in)
+	if err != nil {
+		return protocol.Request{}, err
+	}
+	body.Set(disagg.FieldKVTransferParams, prefillParams)
+	body.Set(keyStream, wire.False)
+	body.Set(keyMaxTokens, one)
+	if body.Has(keyMaxCompletionTokens) {
+		body.Set(keyMaxCompletionTokens, one)
+	}
+	body.Delete(keyStreamOptions, keyMinTokens)
+	return request(in, body), nil
+}
+
+// ParseContextResponse reads the prefill response. Its top-level
+// kv_transfer_params, when present, must be an object and becomes the
+// Handle; when absent or null the Handle is nil and the decode leg prefills
+// locally. finish_reason length means decoding continues; any other reason
+// (stop: end of sequence at the first token) means the request is Finished
+// and Handle is nil.
+func (*Adapter) ParseContextResponse(in protocol.Input, body []byte) (protocol.Context, error) {
+	if err := in.Validate(); err != nil {
+		return protocol.Context{}, fmt.Errorf("%s: %w", Name, err)
+	}
+	p, err := wire.ParseContext(Name, in.Endpoint, body)
+	if err != nil {
+		return protocol.Context{}, err
+	}
+	ctx := p.Context
+	if ctx.FinishReason != openai.FinishLength {
+		ctx.Finished = true
+		return ctx, nil
+	}
+	if p.KVTransferParams != nil && !wire.IsObject(p.KVTransferParams) {
+		return protocol.Context{}, &protocol.ContextResponseError{Adapter: Name, Reason: "kv_transfer_params is not an object"}
+	}
+	ctx.Handle = p.KVTransferParams
+	return ctx, nil
+}
+
+// GenerationRequest returns the decode request: the client's body with
+// kv_transfer_params set to ctx.Handle verbatim, or without
+// kv_transfer_params when the Handle is nil; header X-Request-Id.
+func (*Adapter) GenerationRequest(in protocol.Input, ctx protocol.Context) (protocol.Request, error) {
+	if ctx.Finished {
+		return protocol.Request{}, fmt.Errorf("%s: %w: context finished the request, nothing to generate", Name, protocol.ErrBadInput)
+	}
+	if !wire.IsNull(ctx.Handle) && !wire.ValidObject(ctx.Handle) {
+		return protocol.Request{}, fmt.Errorf("%s: %w: handle is not a JSON object", Name, protocol.ErrBadInput)
+	}
+	body, err := wire.ClientBody(Name, in)
+	if err != nil {
+		return protocol.Request{}, err
+	}
+	if !wire.IsNull(ctx.Handle) {
+		body.Set(disagg.FieldKVTransferParams, ctx.Handle)
+	}
+	return request(in, body), nil
+}
+
+// request returns body as a request with the X-Request-Id header.
+func request(in protocol.Input, body wire.Object) protocol.Request {
+	return protocol.Request{
+		Body:    body.Encode(),
+		Headers: []protocol.Header{{Name: HeaderRequestID, Value: requestID(in)}},
+	}
+}
+
+// requestID is in.RequestIDText, or the decimal RequestID when it is empty.
+func requestID(in protocol.Input) string {
+	if in.RequestIDText != "" {
+		return in.RequestIDText
+	}
+	return strconv.FormatUint(in.RequestID, 10)
+}

@@ -33,6 +33,8 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 		s.completion(ctx, method, protocol.EndpointChat)
 	case path == "/v1/completions":
 		s.completion(ctx, method, protocol.EndpointCompletions)
+	case !getRoutes[path] || (path == "/metrics" && s.metrics == nil):
+		writeError(ctx, &orchestrator.Error{Status: http.StatusNotFound, Message: "no route " + path})
 	case method != fasthttp.MethodGet && method != fasthttp.MethodHead:
 		writeError(ctx, &orchestrator.Error{Status: http.StatusMethodNotAllowed, Message: "method " + method + " not allowed on " + path})
 	case path == "/v1/models":
@@ -41,14 +43,15 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 		s.health(ctx)
 	case path == "/version":
 		writeJSON(ctx, http.StatusOK, map[string]string{"version": s.opts.Version})
-	case path == "/metrics" && s.metrics != nil:
+	case path == "/metrics":
 		s.metrics(ctx)
 	case path == "/cluster_info":
 		s.clusterInfo(ctx)
-	default:
-		writeError(ctx, &orchestrator.Error{Status: http.StatusNotFound, Message: "no route " + path})
 	}
 }
+
+// getRoutes are the read-only routes.
+var getRoutes = map[string]bool{"/v1/models": true, "/health": true, "/version": true, "/metrics": true, "/cluster_info": true}
 
 // completion serves the two OpenAI generation routes.
 func (s *Server) completion(ctx *fasthttp.RequestCtx, method string, ep protocol.Endpoint) {

@@ -1,0 +1,106 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/duet-serve/duet/orchestrator"
+	"github.com/duet-serve/duet/orchestrator/frontend"
+	"github.com/duet-serve/duet/router"
+	"github.com/duet-serve/duet/tokenizer"
+	"github.com/duet-serve/duet/workers"
+	"github.com/duet-serve/duet/workers/sim"
+	"github.com/spf13/viper"
+)
+
+// Config is the whole duet configuration file. Each section belongs to the
+// package that uses it; see that package's Config for the keys.
+type Config struct {
+	Log          logConfig           `mapstructure:"log"`
+	Server       frontend.Config     `mapstructure:"server"`
+	Orchestrator orchestrator.Config `mapstructure:"orchestrator"`
+	Router       router.Config       `mapstructure:"router"`
+	Tokenizer    tokenizer.Config    `mapstructure:"tokenizer"`
+	Fleet        workers.Config      `mapstructure:"fleet"`
+	Sim          sim.Config          `mapstructure:"sim"`
+}
+
+// defaultConfig returns every section's defaults.
+func defaultConfig() Config {
+	return Config{
+		Log:          defaultLogConfig(),
+		Server:       frontend.Defaults(),
+		Orchestrator: orchestrator.Defaults(),
+		Router:       router.Defaults(),
+		Tokenizer:    tokenizer.Defaults(),
+		Fleet:        workers.Defaults(),
+		Sim:          sim.Defaults(),
+	}
+}
+
+// validator is what every section implements.
+type validator interface{ Validate() error }
+
+// Validate checks every section; the error names the full key.
+func (c Config) Validate() error {
+	sections := []struct {
+		name string
+		v    validator
+	}{
+		{"log", c.Log},
+		{"server", c.Server},
+		{"orchestrator", c.Orchestrator},
+		{"router", c.Router},
+		{"tokenizer", c.Tokenizer},
+		{"fleet", c.Fleet},
+		{"sim", c.Sim},
+	}
+	for _, s := range sections {
+		if err := s.v.Validate(); err != nil {
+			return fmt.Errorf("config: %s.%w", s.name, err)
+		}
+	}
+	return nil
+}
+
+// loadConfig reads the configuration: flags bound to v win over DUET_*
+// environment variables, which win over the YAML (from path, or yaml when
+// path is empty and yaml is not nil), which wins over the defaults. Unknown
+// keys are errors naming the key and the valid ones beside it.
+func loadConfig(v *viper.Viper, path string, yaml []byte) (Config, error) {
+	defaults := defaultConfig()
+	setDefaults(v, "", defaults)
+	v.SetEnvPrefix("DUET")
+	v.SetEnvKeyReplacer(strings.NewReplacer(".", "_"))
+	v.AutomaticEnv()
+	if err := readYAML(v, path, yaml); err != nil {
+		return Config{}, err
+	}
+	if err := checkUnknownKeys(v.AllKeys(), schemaOf(defaults)); err != nil {
+		return Config{}, err
+	}
+	var cfg Config
+	if err := v.UnmarshalExact(&cfg); err != nil {
+		return Config{}, fmt.Errorf("config: %w", err)
+	}
+	if err := cfg.Validate(); err != nil {
+		return Config{}, err
+	}
+	return cfg, nil
+}
+
+func readYAML(v *viper.Viper, path string, yaml []byte) error {
+	v.SetConfigType("yaml")
+	switch {
+	case path != "":
+		v.SetConfigFile(path)
+		if err := v.ReadInConfig(); err != nil {
+			return fmt.Errorf("config: read %s: %w", path, err)
+		}
+	case yaml != nil:
+		if err := v.ReadConfig(strings.NewReader(string(yaml))); err != nil {
+			return fmt.Errorf("config: embedded default: %w", err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,78 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/duet-serve/duet/router"
+	"github.com/duet-serve/duet/workers"
+)
+
+// members turns a fleet snapshot into router membership: every worker is a
+// member, healthy only when up.
+func members(ws []workers.Worker) []router.Member {
+	out := make([]router.Member, len(ws))
+	for i, w := range ws {
+		out[i] = router.Member{ID: w.Name, URL: w.URL, Role: w.Role, Healthy: w.Healthy()}
+	}
+	return out
+}
+
+// syncPool keeps pool equal to the fleet until ctx is done; done is closed
+// when the goroutine has returned.
+func syncPool(ctx context.Context, fleet *workers.Fleet, pool *router.Pool) (done <-chan struct{}) {
+	changes, unsubscribe := fleet.Subscribe()
+	pool.Sync(members(fleet.Snapshot()))
+	d := make(chan struct{})
+	go func() {
+		defer close(d)
+		defer unsubscribe()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-changes:
+				pool.Sync(members(fleet.Snapshot()))
+			}
+		}
+	}()
+	return d
+}
+
+// servedModels is the orchestrator's model list when the config sets none:
+// the models the pools serve (the simulator's default for sim pools that
+// name none).
+func servedModels(cfg Config) []string {
+	if len(cfg.Orchestrator.Models) > 0 {
+		return cfg.Orchestrator.Models
+	}
+	var out []string
+	for _, m := range []string{cfg.Fleet.Context.Model, cfg.Fleet.Generation.Model} {
+		if m == "" {
+			m = cfg.Sim.Model
+		}
+		if !contains(out, m) {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// checkSimProtocol rejects a sim fleet behind a protocol the sim cannot
+// speak.
+func checkSimProtocol(cfg Config) error {
+	usesSim := cfg.Fleet.Context.Engine == workers.EngineSim || cfg.Fleet.Generation.Engine == workers.EngineSim
+	if usesSim && cfg.Orchestrator.Protocol != "trtllm" && cfg.Orchestrator.Protocol != "vllm" {
+		return fmt.Errorf("config: orchestrator.protocol: %q cannot drive sim workers (valid with engine sim: trtllm, vllm)", cfg.Orchestrator.Protocol)
+	}
+	return nil
+}

@@ -1,0 +1,104 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+
+	"github.com/duet-serve/duet/workers"
+	"github.com/spf13/cobra"
+	"go.uber.org/zap"
+)
+
+// launchFlags are duet launch's own flags.
+type launchFlags struct {
+	dryRun       bool
+	emitTRTLLM   string
+	emitHostname string
+	emitPort     int
+}
+
+func newLaunchCmd(a *app) *cobra.Command {
+	var f launchFlags
+	cmd := &cobra.Command{
+		Use:   "launch",
+		Short: "launch and supervise only the worker fleet (no frontend)",
+		Long: `Launches the fleet: section of the config, waits until every worker is healthy,
+prints a table of the workers and supervises them (restarts) until SIGINT or
+SIGTERM, then stops them all. --dry-run prints the exact commands, environment
+and generated files instead of starting anything.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := loadConfig(a.v, a.configFile, nil)
+			if err != nil {
+				return err
+			}
+			log, err := newLogger(cfg.Log)
+			if err != nil {
+				return err
+			}
+			defer func() { _ = log.Sync() }()
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			return runLaunch(ctx, cmd.OutOrStdout(), cfg, f, log)
+		},
+	}
+	fs := cmd.Flags()
+	fs.BoolVar(&f.dryRun, "dry-run", false, "print the commands and generated files; start nothing")
+	fs.StringVar(&f.emitTRTLLM, "emit-trtllm-config", "", "write a TensorRT-LLM disagg_config.yaml for the launched fleet to this file")
+	fs.StringVar(&f.emitHostname, "emit-hostname", "127.0.0.1", "hostname in the emitted disagg_config.yaml")
+	fs.IntVar(&f.emitPort, "emit-port", 8000, "port in the emitted disagg_config.yaml")
+	return cmd
+}
+
+func runLaunch(ctx context.Context, out io.Writer, cfg Config, f launchFlags, log *zap.Logger) error {
+	fleet, err := workers.New(cfg.Fleet, workers.Options{SimProtocol: cfg.Orchestrator.Protocol, Logger: log.Named("fleet")})
+	if err != nil {
+		return err
+	}
+	if f.dryRun {
+		return fleet.Plan().WriteScript(out)
+	}
+	defer stopFleet(fleet, cfg.Fleet.ShutdownGrace, log)
+	if err := fleet.Start(ctx); err != nil {
+		return err
+	}
+	if err := printWorkers(out, fleet.Snapshot()); err != nil {
+		return err
+	}
+	if f.emitTRTLLM != "" {
+		b, err := workers.TRTLLMDisaggConfig(f.emitHostname, f.emitPort, fleet.Snapshot())
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(f.emitTRTLLM, b, 0o644); err != nil {
+			return fmt.Errorf("write %s: %w", f.emitTRTLLM, err)
+		}
+		fmt.Fprintf(out, "wrote %s\n", f.emitTRTLLM)
+	}
+	<-ctx.Done()
+	return nil
+}
+
+// printWorkers writes the worker table: name, role, URL, GPUs, pid, state.
+func printWorkers(out io.Writer, ws []workers.Worker) error {
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tROLE\tURL\tGPUS\tPID\tSTATE")
+	for _, w := range ws {
+		gpus := strings.Join(w.GPUs, ",")
+		if gpus == "" {
+			gpus = "-"
+		}
+		pid := "-"
+		if w.PID != 0 {
+			pid = fmt.Sprint(w.PID)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", w.Name, w.Role, w.URL, gpus, pid, w.State)
+	}
+	return tw.Flush()
+}

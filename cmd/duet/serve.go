@@ -1,0 +1,115 @@
+package main
+
+import (
+	"context"
+	"net"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/duet-serve/duet/configs"
+	"github.com/duet-serve/duet/orchestrator"
+	"github.com/duet-serve/duet/orchestrator/frontend"
+	"github.com/duet-serve/duet/router"
+	"github.com/duet-serve/duet/tokenizer"
+	"github.com/duet-serve/duet/workers"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/spf13/cobra"
+	"go.uber.org/zap"
+)
+
+func newServeCmd(a *app) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "launch the worker fleet and serve the OpenAI API with disaggregated prefill/decode",
+		Long: `Launches the configured ctx and gen worker fleet, waits until it is healthy, and
+serves OpenAI chat/completions and completions on server.host:server.port.
+Without --config it runs the embedded quickstart: 2 ctx + 2 gen simulated
+workers and the frontend on 127.0.0.1:8000.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := loadConfig(a.v, a.configFile, configs.Quickstart)
+			if err != nil {
+				return err
+			}
+			if err := checkSimProtocol(cfg); err != nil {
+				return err
+			}
+			log, err := newLogger(cfg.Log)
+			if err != nil {
+				return err
+			}
+			defer func() { _ = log.Sync() }()
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			return runServe(ctx, cfg, log)
+		},
+	}
+	bindSectionFlags(cmd.Flags(), a.v, "server", frontend.Defaults(), "")
+	bindSectionFlags(cmd.Flags(), a.v, "router", router.Defaults(), "")
+	return cmd
+}
+
+func runServe(ctx context.Context, cfg Config, log *zap.Logger) error {
+	tok, err := tokenizer.New(cfg.Tokenizer)
+	if err != nil {
+		return err
+	}
+	fleet, err := workers.New(cfg.Fleet, workers.Options{SimProtocol: cfg.Orchestrator.Protocol, Logger: log.Named("fleet")})
+	if err != nil {
+		return err
+	}
+	defer stopFleet(fleet, cfg.Fleet.ShutdownGrace, log)
+	if err := fleet.Start(ctx); err != nil {
+		return err
+	}
+	pool := router.NewPool()
+	syncCtx, cancelSync := context.WithCancel(ctx)
+	defer cancelSync()
+	syncDone := syncPool(syncCtx, fleet, pool)
+	defer func() { cancelSync(); <-syncDone }()
+	srv, ln, err := buildFrontend(cfg, log, tok, pool, fleet)
+	if err != nil {
+		return err
+	}
+	log.Info("duet serving", zap.String("url", "http://"+ln.Addr().String()), zap.String("protocol", cfg.Orchestrator.Protocol),
+		zap.String("policy", cfg.Router.Policy), zap.Strings("models", servedModels(cfg)))
+	return srv.Serve(ctx, ln)
+}
+
+func buildFrontend(cfg Config, log *zap.Logger, tok *tokenizer.Tokenizer, pool *router.Pool, fleet *workers.Fleet) (*frontend.Server, net.Listener, error) {
+	rt, err := router.New(pool, cfg.Router.Policy)
+	if err != nil {
+		return nil, nil, err
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	ocfg := cfg.Orchestrator
+	ocfg.Models = servedModels(cfg)
+	orch, err := orchestrator.New(orchestrator.Options{Config: ocfg, Router: rt, Tokenizer: tok, Log: log,
+		AccessLog: log.Named("access"), Registry: reg})
+	if err != nil {
+		return nil, nil, err
+	}
+	srv, err := frontend.New(frontend.Options{Config: cfg.Server, Orchestrator: orch, Pool: pool, Gatherer: reg,
+		Log: log, Version: versionString(), Fleet: func() any { return fleet.Snapshot() }})
+	if err != nil {
+		return nil, nil, err
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort(cfg.Server.Host, strconv.Itoa(cfg.Server.Port)))
+	if err != nil {
+		return nil, nil, err
+	}
+	return srv, ln, nil
+}
+
+// stopFleet stops every worker: SIGTERM, then SIGKILL after the grace.
+func stopFleet(fleet *workers.Fleet, grace time.Duration, log *zap.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), grace+5*time.Second)
+	defer cancel()
+	if err := fleet.Stop(ctx); err != nil {
+		log.Warn("stopping workers", zap.Error(err))
+	}
+}

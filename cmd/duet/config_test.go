@@ -1,0 +1,95 @@
+package main
+
+import (
+	"io/fs"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/duet-serve/duet/configs"
+	"github.com/spf13/pflag"
+	"github.com/spf13/viper"
+	"github.com/stretchr/testify/require"
+)
+
+func writeYAML(t *testing.T, content string) string {
+	path := filepath.Join(t.TempDir(), "c.yaml")
+	require.NoError(t, os.WriteFile(path, []byte(content), 0o644))
+	return path
+}
+
+func TestConfigPrecedence(t *testing.T) {
+	path := writeYAML(t, "sim:\n  port: 9100\n  time_scale: 0.5\n  model: from-yaml\n")
+	t.Setenv("DUET_SIM_TIME_SCALE", "0.25")
+	t.Setenv("DUET_SIM_ITL_BASE", "9ms")
+	v := viper.New()
+	fs := pflag.NewFlagSet("t", pflag.ContinueOnError)
+	bindSectionFlags(fs, v, "sim", defaultConfig().Sim, "")
+	require.NoError(t, fs.Parse([]string{"--model", "from-flag"}))
+	cfg, err := loadConfig(v, path, nil)
+	require.NoError(t, err)
+	require.Equal(t, "from-flag", cfg.Sim.Model, "flag beats YAML")
+	require.Equal(t, 0.25, cfg.Sim.TimeScale, "env beats YAML")
+	require.Equal(t, 9*time.Millisecond, cfg.Sim.ITLBase, "env reaches a key the YAML does not set")
+	require.Equal(t, 9100, cfg.Sim.Port, "YAML beats default")
+	require.Equal(t, defaultConfig().Sim.BlockSize, cfg.Sim.BlockSize, "default")
+}
+
+func TestConfigErrorsNameTheKey(t *testing.T) {
+	cases := []struct{ name, yaml, want string }{
+		{"unknown top-level", "sever: {port: 1}\n", "config: unknown key sever.port (valid keys in top level: fleet, log, orchestrator, router, server, sim, tokenizer)"},
+		{"unknown nested", "server: {prot: 1}\n", "config: unknown key server.prot (valid keys in server: host, idle_timeout, max_body_bytes, max_concurrency, max_header_bytes, port, read_timeout)"},
+		{"camelCase", "server: {maxBodyBytes: 1}\n", "unknown key server.maxbodybytes"},
+		{"bad enum", "router: {policy: random}\n", `config: router.policy: unknown policy "random" (valid: round-robin, least-load)`},
+		{"bad protocol", "orchestrator: {protocol: grpc}\n", `config: orchestrator.protocol: unknown protocol "grpc" (valid: trtllm, vllm, sglang)`},
+		{"bad log level", "log: {level: loud}\n", `config: log.level: unknown level "loud" (valid: debug, info, warn, error)`},
+		{"wrong type", "server: {port: many}\n", "server.port"},
+		{"bad duration", "orchestrator: {context_timeout: soon}\n", "context_timeout"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := loadConfig(viper.New(), writeYAML(t, tc.yaml), nil)
+			require.Error(t, err)
+			require.Contains(t, err.Error(), tc.want)
+		})
+	}
+}
+
+func TestConfigFreeFormMapsAccepted(t *testing.T) {
+	_, err := loadConfig(viper.New(), writeYAML(t, "fleet:\n  context:\n    engine: trtllm\n    model: m\n    engine_config:\n      kv_cache_config: {free_gpu_memory_fraction: 0.8}\n  allow_gpu_sharing: true\n"), nil)
+	require.NoError(t, err)
+}
+
+// TestShippedConfigsValidate loads every file in configs/ (the embedded
+// quickstart among them).
+func TestShippedConfigsValidate(t *testing.T) {
+	entries, err := fs.Glob(configs.Files, "*.yaml")
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, len(entries), 3)
+	for _, name := range entries {
+		t.Run(name, func(t *testing.T) {
+			b, err := configs.Files.ReadFile(name)
+			require.NoError(t, err)
+			cfg, err := loadConfig(viper.New(), "", b)
+			require.NoError(t, err)
+			require.Positive(t, cfg.Fleet.Context.Count+len(cfg.Fleet.Context.URLs))
+		})
+	}
+}
+
+func TestQuickstartIsTwoPlusTwoSimOn8000(t *testing.T) {
+	cfg, err := loadConfig(viper.New(), "", configs.Quickstart)
+	require.NoError(t, err)
+	require.Equal(t, 8000, cfg.Server.Port)
+	require.Equal(t, "127.0.0.1", cfg.Server.Host)
+	require.Equal(t, "sim", cfg.Fleet.Context.Engine)
+	require.Equal(t, 2, cfg.Fleet.Context.Count)
+	require.Equal(t, 2, cfg.Fleet.Generation.Count)
+	require.NoError(t, checkSimProtocol(cfg))
+}
+
+func TestVersionString(t *testing.T) {
+	require.Contains(t, versionString(), "duet ")
+	require.Contains(t, versionString(), "go1.")
+}

@@ -143,7 +143,7 @@ func testConfig() Config {
 	return c
 }
 
-func chatBody(stream bool, extra string) []byte {
+func testChatBody(stream bool, extra string) []byte {
 	return []byte(fmt.Sprintf(`{"model":"m","stream":%t,"messages":[{"role":"user","content":"hello there"}]%s}`, stream, extra))
 }
 

@@ -15,7 +15,7 @@ func TestStreamRelaysAndPatchesUsage(t *testing.T) {
 	ctx := newFakeWorker(t, ctxOK)
 	gen := newFakeWorker(t, genStream(3, true))
 	h := newHarness(t, testConfig(), []*fakeWorker{ctx}, []*fakeWorker{gen})
-	resp, out := h.run(chatBody(true, `,"stream_options":{"include_usage":true},"nvext":{"k":1}`), map[string]string{"X-Correlation-ID": "sess-1"})
+	resp, out := h.run(testChatBody(true, `,"stream_options":{"include_usage":true},"nvext":{"k":1}`), map[string]string{"X-Correlation-ID": "sess-1"})
 	require.Equal(t, http.StatusOK, resp.Status)
 	require.Contains(t, out, `" t0"`)
 	require.True(t, strings.HasSuffix(out, "data: [DONE]\n\n"))
@@ -39,13 +39,14 @@ func TestClientInternalFieldsNeverForwarded(t *testing.T) {
 	ctx := newFakeWorker(t, ctxOK)
 	gen := newFakeWorker(t, genStream(1, true))
 	h := newHarness(t, testConfig(), []*fakeWorker{ctx}, []*fakeWorker{gen})
-	evil := `,"disaggregated_params":{"conversation_id":"c9","request_type":"generation_only","ctx_request_id":5,"encoded_opaque_state":"ZXZpbA=="},"kv_transfer_params":{"remote_host":"evil"},"bootstrap_host":"evil"`
-	resp, _ := h.run(chatBody(false, evil), nil)
+	evil := `,"disaggregated_params":{"conversation_id":"c9","request_type":"generation_only","ctx_request_id":5,"encoded_opaque_state":"ZXZpbA=="},"kv_transfer_params":{"remote_host":"evil"},"bootstrap_host":"evil","bootstrap_roo\\u006d":7`
+	resp, _ := h.run(testChatBody(false, evil), nil)
 	require.Equal(t, http.StatusOK, resp.Status)
 	for _, w := range []*fakeWorker{ctx, gen} {
 		b := w.calls()[0]
 		require.NotContains(t, b, "kv_transfer_params")
 		require.NotContains(t, b, "bootstrap_host")
+		require.NotContains(t, b, "bootstrap_room", "an escaped key is recognised too")
 		require.NotContains(t, string(b["disaggregated_params"]), "ZXZpbA==")
 		require.Contains(t, string(b["disaggregated_params"]), `"c9"`, "the client's conversation id is kept as the session key")
 	}
@@ -57,7 +58,7 @@ func TestContextFailureRetriedOnAnotherWorker(t *testing.T) {
 	gen := newFakeWorker(t, genStream(2, true))
 	h := newHarness(t, testConfig(), []*fakeWorker{bad, good}, []*fakeWorker{gen})
 	for i := 0; i < 4; i++ {
-		resp, _ := h.run(chatBody(false, ""), nil)
+		resp, _ := h.run(testChatBody(false, ""), nil)
 		require.Equal(t, http.StatusOK, resp.Status)
 	}
 	ids := map[string]bool{}
@@ -87,7 +88,7 @@ func TestFailureClasses(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t, testConfig(), []*fakeWorker{newFakeWorker(t, tc.ctx)}, []*fakeWorker{newFakeWorker(t, tc.gen)})
-			resp, out := h.run(chatBody(tc.stream, ""), nil)
+			resp, out := h.run(testChatBody(tc.stream, ""), nil)
 			require.Equal(t, tc.wantStatus, resp.Status, out)
 			require.Contains(t, out, tc.wantInBody)
 			require.Contains(t, out, `"error"`)
@@ -97,7 +98,7 @@ func TestFailureClasses(t *testing.T) {
 
 func TestStreamCutMidwayIsAnErrorEvent(t *testing.T) {
 	h := newHarness(t, testConfig(), []*fakeWorker{newFakeWorker(t, ctxOK)}, []*fakeWorker{newFakeWorker(t, genStream(3, false))})
-	resp, out := h.run(chatBody(true, ""), nil)
+	resp, out := h.run(testChatBody(true, ""), nil)
 	require.Equal(t, http.StatusOK, resp.Status, "headers were already sent")
 	require.Contains(t, out, `" t2"`)
 	require.Contains(t, out, `data: {"error":{"message":"generation worker ended the stream without [DONE] or a finish_reason"`)
@@ -108,7 +109,7 @@ func TestContextFinishedKeepsContent(t *testing.T) {
 	for _, stream := range []bool{false, true} {
 		gen := newFakeWorker(t, genStream(1, true))
 		h := newHarness(t, testConfig(), []*fakeWorker{newFakeWorker(t, ctxFinished)}, []*fakeWorker{gen})
-		resp, out := h.run(chatBody(stream, `,"stream_options":{"include_usage":true}`), nil)
+		resp, out := h.run(testChatBody(stream, `,"stream_options":{"include_usage":true}`), nil)
 		require.Equal(t, http.StatusOK, resp.Status)
 		require.Contains(t, out, `Bye`)
 		require.Contains(t, out, `"finish_reason":"stop"`)
@@ -127,7 +128,7 @@ func TestConditionalDisaggSkipsContextPhase(t *testing.T) {
 	ctx := newFakeWorker(t, ctxOK)
 	gen := newFakeWorker(t, genStream(1, true))
 	h := newHarness(t, cfg, []*fakeWorker{ctx}, []*fakeWorker{gen})
-	resp, _ := h.run(chatBody(false, ""), nil)
+	resp, _ := h.run(testChatBody(false, ""), nil)
 	require.Equal(t, http.StatusOK, resp.Status)
 	require.Empty(t, ctx.calls())
 	require.NotContains(t, gen.calls()[0], "disaggregated_params")
@@ -181,7 +182,7 @@ func TestBadInputMakesNoUpstreamCall(t *testing.T) {
 
 func TestNoWorkerIs503(t *testing.T) {
 	h := newHarness(t, testConfig(), nil, []*fakeWorker{newFakeWorker(t, genStream(1, true))})
-	resp, out := h.run(chatBody(false, ""), nil)
+	resp, out := h.run(testChatBody(false, ""), nil)
 	require.Equal(t, http.StatusServiceUnavailable, resp.Status)
 	require.Contains(t, out, "context phase")
 }
@@ -198,7 +199,7 @@ func TestClientGoneReleasesEverything(t *testing.T) {
 		}
 	})
 	h := newHarness(t, testConfig(), []*fakeWorker{newFakeWorker(t, ctxOK)}, []*fakeWorker{gen})
-	resp := h.o.Handle(Incoming{Endpoint: 1, Body: chatBody(true, ""), RequestID: "r", Received: time.Now()})
+	resp := h.o.Handle(Incoming{Endpoint: 1, Body: testChatBody(true, ""), RequestID: "r", Received: time.Now()})
 	require.True(t, resp.Streaming())
 	done := make(chan struct{})
 	go func() { resp.Relay(bufio.NewWriterSize(&failingWriter{n: 300}, 64)); close(done) }()
@@ -221,7 +222,7 @@ func TestIdleStreamTimesOut(t *testing.T) {
 		time.Sleep(time.Second)
 	})
 	h := newHarness(t, cfg, []*fakeWorker{newFakeWorker(t, ctxOK)}, []*fakeWorker{gen})
-	_, out := h.run(chatBody(true, ""), nil)
+	_, out := h.run(testChatBody(true, ""), nil)
 	require.Contains(t, out, ": ping", "silences are filled with keep-alive comments")
 	require.Contains(t, out, "generation stream idle timeout")
 	require.True(t, strings.HasSuffix(out, "data: [DONE]\n\n"))

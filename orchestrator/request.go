@@ -1,6 +1,7 @@
 package orchestrator
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -50,47 +51,80 @@ var sessionHeaders = []string{"X-Session-ID", "X-Correlation-ID", "X-Session-Aff
 
 // conversationFields are the body fields that may carry a session key.
 type conversationFields struct {
-	ConversationParams *struct {
-		ConversationID string `json:"conversation_id"`
-	} `json:"conversation_params"`
-	DisaggregatedParams *struct {
-		ConversationID string `json:"conversation_id"`
-	} `json:"disaggregated_params"`
+	ConversationParams  *conversationID `json:"conversation_params"`
+	DisaggregatedParams *conversationID `json:"disaggregated_params"`
+}
+
+type conversationID struct {
+	ConversationID string `json:"conversation_id"`
+}
+
+// chatBody and completionBody decode a request and its session fields in
+// one pass.
+type chatBody struct {
+	openai.ChatRequest
+	conversationFields
+}
+
+type completionBody struct {
+	openai.CompletionRequest
+	conversationFields
 }
 
 // parse validates an incoming request; every rejection is a 4xx *Error and
 // happens before any worker is called.
 func (o *Orchestrator) parse(in Incoming) (*Request, error) {
-	if !json.Valid(in.Body) {
-		return nil, badRequest("", "request body is not valid JSON")
-	}
 	req := &Request{Endpoint: in.Endpoint, ID: in.RequestID, Received: in.Received}
+	var conv conversationFields
 	var err error
 	switch in.Endpoint {
 	case protocol.EndpointChat:
-		err = o.parseChat(in.Body, req)
+		conv, err = o.parseChat(in.Body, req)
 	case protocol.EndpointCompletions:
-		err = o.parseCompletion(in.Body, req)
+		conv, err = o.parseCompletion(in.Body, req)
 	default:
 		err = &Error{Status: http.StatusNotFound, Message: "unknown endpoint"}
 	}
 	if err != nil {
 		return nil, err
 	}
-	if req.SessionKey, err = o.sessionKey(in); err != nil {
+	if req.SessionKey, err = o.sessionKey(conv, in.Header); err != nil {
 		return nil, err
 	}
-	if req.Body, err = openai.RewriteBody(in.Body, nil, disagg.InternalFields...); err != nil {
+	if req.Body, err = stripInternalFields(in.Body); err != nil {
 		return nil, badRequest("", "request body must be a JSON object")
 	}
 	return req, nil
 }
 
-func (o *Orchestrator) parseChat(body []byte, req *Request) error {
-	var r openai.ChatRequest
-	if err := json.Unmarshal(body, &r); err != nil {
-		return decodeError(err)
+// stripInternalFields removes every disagg.InternalFields key. Most bodies
+// hold none: when no key name occurs in the body and no \u escape could
+// spell one, the body is returned as is without a decode.
+func stripInternalFields(body []byte) ([]byte, error) {
+	if !bytes.Contains(body, []byte(`\u`)) {
+		found := false
+		for _, k := range disagg.InternalFields {
+			if bytes.Contains(body, []byte(k)) {
+				found = true
+				break
+			}
+		}
+		if !found {
+			return body, nil
+		}
 	}
+	return openai.RewriteBody(body, nil, disagg.InternalFields...)
+}
+
+func (o *Orchestrator) parseChat(body []byte, req *Request) (conversationFields, error) {
+	var b chatBody
+	if err := json.Unmarshal(body, &b); err != nil {
+		return b.conversationFields, decodeError(err)
+	}
+	return b.conversationFields, o.checkChat(&b.ChatRequest, req)
+}
+
+func (o *Orchestrator) checkChat(r *openai.ChatRequest, req *Request) error {
 	if err := o.checkCommon(r.Model, r.N, r.MaxTokens, r.MinTokens, "max_tokens"); err != nil {
 		return err
 	}
@@ -114,11 +148,15 @@ func (o *Orchestrator) parseChat(body []byte, req *Request) error {
 
 var chatRoles = []string{"system", "developer", "user", "assistant", "tool", "function"}
 
-func (o *Orchestrator) parseCompletion(body []byte, req *Request) error {
-	var r openai.CompletionRequest
-	if err := json.Unmarshal(body, &r); err != nil {
-		return decodeError(err)
+func (o *Orchestrator) parseCompletion(body []byte, req *Request) (conversationFields, error) {
+	var b completionBody
+	if err := json.Unmarshal(body, &b); err != nil {
+		return b.conversationFields, decodeError(err)
 	}
+	return b.conversationFields, o.checkCompletion(&b.CompletionRequest, req)
+}
+
+func (o *Orchestrator) checkCompletion(r *openai.CompletionRequest, req *Request) error {
 	if err := o.checkCommon(r.Model, r.N, r.MaxTokens, r.MinTokens, "max_tokens"); err != nil {
 		return err
 	}
@@ -174,7 +212,11 @@ func (o *Orchestrator) checkCommon(model string, n, maxTokens, minTokens *int, m
 func decodeError(err error) *Error {
 	var typeErr *json.UnmarshalTypeError
 	if errors.As(err, &typeErr) {
-		return badRequest(typeErr.Field, "%s: expected %s, got JSON %s", typeErr.Field, typeErr.Type, typeErr.Value)
+		field := typeErr.Field
+		for _, embedded := range []string{"ChatRequest.", "CompletionRequest.", "conversationFields."} {
+			field = strings.TrimPrefix(field, embedded)
+		}
+		return badRequest(field, "%s: expected %s, got JSON %s", field, typeErr.Type, typeErr.Value)
 	}
 	return badRequest("", "invalid request: %v", err)
 }
@@ -184,11 +226,7 @@ type keySource struct{ source, value string }
 
 // sessionKey returns the first non-empty session key: body fields, then the
 // headers in order. An invalid key is a 400.
-func (o *Orchestrator) sessionKey(in Incoming) (string, error) {
-	var f conversationFields
-	if err := json.Unmarshal(in.Body, &f); err != nil {
-		return "", decodeError(err)
-	}
+func (o *Orchestrator) sessionKey(f conversationFields, header func(string) string) (string, error) {
 	candidates := make([]keySource, 0, 8)
 	if f.ConversationParams != nil {
 		candidates = append(candidates, keySource{"conversation_params.conversation_id", f.ConversationParams.ConversationID})
@@ -197,8 +235,8 @@ func (o *Orchestrator) sessionKey(in Incoming) (string, error) {
 		candidates = append(candidates, keySource{"disaggregated_params.conversation_id", f.DisaggregatedParams.ConversationID})
 	}
 	for _, h := range append(sessionHeaders, o.cfg.SessionHeaders...) {
-		if in.Header != nil {
-			candidates = append(candidates, keySource{h, in.Header(h)})
+		if header != nil {
+			candidates = append(candidates, keySource{h, header(h)})
 		}
 	}
 	for _, c := range candidates {

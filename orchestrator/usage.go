@@ -12,18 +12,13 @@ import (
 // transfer). It returns the body (unchanged when there is nothing to patch
 // or it cannot be read) and the cached tokens reported to the client.
 func patchResponseUsage(body []byte, c *protocol.Context) ([]byte, int) {
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(body, &fields); err != nil {
+	var probe struct {
+		Usage *openai.Usage `json:"usage"`
+	}
+	if err := json.Unmarshal(body, &probe); err != nil || probe.Usage == nil {
 		return body, 0
 	}
-	raw, ok := fields["usage"]
-	if !ok {
-		return body, 0
-	}
-	var u openai.Usage
-	if err := json.Unmarshal(raw, &u); err != nil {
-		return body, 0
-	}
+	u := *probe.Usage
 	if c == nil || c.PromptTokens == 0 {
 		return body, u.CachedTokens()
 	}

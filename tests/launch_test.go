@@ -71,7 +71,7 @@ func TestLaunchKilledWorkerIsRestarted(t *testing.T) {
 }
 
 func TestLaunchFailingWorkerReportsLogTail(t *testing.T) {
-	base := freePortRun(t, 1)
+	base := freePortRun(t, 2)
 	cfg := writeFile(t, "bad.yaml", fmt.Sprintf(`
 fleet:
   run_dir: %s

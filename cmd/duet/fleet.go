@@ -31,7 +31,10 @@ func syncPool(ctx context.Context, fleet *workers.Fleet, pool *router.Pool) (don
 			select {
 			case <-ctx.Done():
 				return
-			case <-changes:
+			case _, ok := <-changes:
+				if !ok { // the fleet stopped
+					return
+				}
 				pool.Sync(members(fleet.Snapshot()))
 			}
 		}

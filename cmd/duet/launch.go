@@ -57,12 +57,17 @@ and generated files instead of starting anything.`,
 }
 
 func runLaunch(ctx context.Context, out io.Writer, cfg Config, f launchFlags, log *zap.Logger) error {
-	fleet, err := workers.New(cfg.Fleet, workers.Options{SimProtocol: cfg.Orchestrator.Protocol, Logger: log.Named("fleet")})
+	opts := workers.Options{SimProtocol: cfg.Orchestrator.Protocol, Logger: log.Named("fleet")}
+	if f.dryRun {
+		plan, err := workers.NewPlan(cfg.Fleet, opts) // creates nothing
+		if err != nil {
+			return err
+		}
+		return plan.WriteScript(out)
+	}
+	fleet, err := workers.New(cfg.Fleet, opts)
 	if err != nil {
 		return err
-	}
-	if f.dryRun {
-		return fleet.Plan().WriteScript(out)
 	}
 	defer stopFleet(fleet, cfg.Fleet.ShutdownGrace, log)
 	if err := fleet.Start(ctx); err != nil {

@@ -1,0 +1,125 @@
+package workers
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// prober performs health checks: GET <url><health_path>, healthy on 200.
+// It keeps no idle connections, so it leaves no goroutines behind and a
+// restarted worker is never probed over a stale connection.
+type prober struct {
+	client *http.Client
+}
+
+func newProber(timeout time.Duration) *prober {
+	return &prober{client: &http.Client{
+		Timeout:   timeout,
+		Transport: &http.Transport{DisableKeepAlives: true, Proxy: nil},
+	}}
+}
+
+// check probes url once; nil means healthy.
+func (p *prober) check(ctx context.Context, url string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := p.client.Do(req)
+	if err != nil {
+		return err
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	return nil
+}
+
+// healthLoop runs checkHealth every HealthInterval until ctx is done. It is
+// a goroutine owned by the fleet and joined by Stop.
+func (f *Fleet) healthLoop(ctx context.Context) {
+	defer f.wg.Done()
+	t := time.NewTicker(f.cfg.HealthInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			f.checkHealth(ctx)
+		}
+	}
+}
+
+// checkHealth runs one round of health checks, in parallel, over the
+// workers being watched: managed workers that passed their start-up check
+// and whose process still runs, and external workers. A success marks a
+// down worker up; UnhealthyThreshold failures in a row mark an up worker
+// down and ask its supervisor to restart it. Results for a process that was
+// replaced meanwhile, and rounds cut short by ctx, are discarded.
+func (f *Fleet) checkHealth(ctx context.Context) {
+	type target struct {
+		w   *worker
+		gen int
+		url string
+	}
+	var targets []target
+	f.mu.Lock()
+	for _, w := range f.workers {
+		if w.probing {
+			targets = append(targets, target{w, w.gen, w.spec.URL + w.spec.HealthPath})
+		}
+	}
+	f.mu.Unlock()
+	errs := make([]error, len(targets))
+	var wg sync.WaitGroup
+	for i, t := range targets {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = f.probe.check(ctx, t.url)
+		}()
+	}
+	wg.Wait()
+	if ctx.Err() != nil {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i, t := range targets {
+		if t.w.gen == t.gen && t.w.probing {
+			f.applyProbeLocked(t.w, errs[i])
+		}
+	}
+}
+
+// applyProbeLocked records one health check result; f.mu is held.
+func (f *Fleet) applyProbeLocked(w *worker, err error) {
+	if err == nil {
+		w.fails = 0
+		if w.state != StateUp {
+			f.setStateLocked(w, StateUp, "")
+		}
+		return
+	}
+	w.fails++
+	msg := fmt.Sprintf("health check failed %d times in a row: %v", w.fails, err)
+	switch {
+	case w.state == StateUp && w.fails >= f.cfg.UnhealthyThreshold:
+		f.setStateLocked(w, StateDown, msg)
+		if !w.spec.External {
+			select {
+			case w.unhealthy <- w.gen:
+			default:
+			}
+		}
+	case w.state != StateUp:
+		w.lastErr = msg
+	}
+}

@@ -92,21 +92,36 @@ func (s *Server) completion(ctx *fasthttp.RequestCtx, method string, ep protocol
 	relayed = true
 }
 
+// maxDrainBytes bounds how much of an over-limit body is read and discarded
+// so that the client, still sending, gets the 413 instead of a reset.
+const maxDrainBytes = 64 << 20
+
 // readBody returns a copy of the request body, or tooLarge when it exceeds
-// the limit (checked on Content-Length first, then while reading).
+// the limit (checked on Content-Length first, then while reading). An
+// over-limit body of at most maxDrainBytes is drained before the answer.
 func (s *Server) readBody(ctx *fasthttp.RequestCtx) (body []byte, tooLarge bool) {
 	limit := s.opts.Config.MaxBodyBytes
+	stream := ctx.RequestBodyStream()
 	if cl := ctx.Request.Header.ContentLength(); cl > limit {
+		if stream != nil && cl <= maxDrainBytes {
+			_, _ = io.Copy(io.Discard, io.LimitReader(stream, int64(cl)))
+		}
+		ctx.SetConnectionClose()
 		return nil, true
 	}
-	if stream := ctx.RequestBodyStream(); stream != nil {
-		b, err := io.ReadAll(io.LimitReader(stream, int64(limit)+1))
-		if err != nil || len(b) > limit {
-			return nil, len(b) > limit
-		}
-		return b, false
+	if stream == nil {
+		return append([]byte(nil), ctx.PostBody()...), false
 	}
-	return append([]byte(nil), ctx.PostBody()...), false
+	b, err := io.ReadAll(io.LimitReader(stream, int64(limit)+1))
+	if len(b) > limit {
+		_, _ = io.Copy(io.Discard, io.LimitReader(stream, maxDrainBytes))
+		ctx.SetConnectionClose()
+		return nil, true
+	}
+	if err != nil {
+		return nil, false // the client went away mid-body; the empty body is rejected as invalid JSON
+	}
+	return b, false
 }
 
 func setRouteHeaders(ctx *fasthttp.RequestCtx, r orchestrator.Route) {

@@ -1,20 +1,80 @@
 package router
 
-import "fmt"
+import (
+	"fmt"
+	"time"
+)
 
 // Config is the router: section.
 type Config struct {
-	// Policy picks workers: round-robin or least-load (default least-load).
-	Policy string `mapstructure:"policy" help:"routing policy: round-robin or least-load"`
+	// Policy picks the (ctx, gen) pair: conversation (default),
+	// round-robin, least-load, consistent-hash or kv-aware.
+	Policy string `mapstructure:"policy" help:"routing policy: conversation, round-robin, least-load, consistent-hash or kv-aware"`
+	// TokensPerBlock is the block size of prefix matching, in tokens
+	// (default 32, TensorRT-LLM's and the simulator's KV block size).
+	TokensPerBlock int `mapstructure:"tokens_per_block" help:"tokens per block for prefix matching"`
+	// MaxSessions bounds the session table; the least recently used
+	// session is evicted beyond it (default 100000).
+	MaxSessions int `mapstructure:"max_sessions" help:"sessions kept in the session table (LRU beyond)"`
+	// SessionTTL evicts a session idle this long (default 60m: the gap
+	// between turns of real chats reaches tens of minutes).
+	SessionTTL time.Duration `mapstructure:"session_ttl" help:"idle time after which a session is forgotten"`
+	// HashSkipCount ignores matches that do not go beyond this many leading
+	// blocks (default 0; shared prefixes are also detected automatically).
+	HashSkipCount int `mapstructure:"hash_skip_count" help:"leading blocks a prefix match must go beyond"`
+	// SpillLoadFactor spills a pinned request when its worker's load is
+	// above this multiple of the pool's mean load (default 2.0; 0 never
+	// spills).
+	SpillLoadFactor float64 `mapstructure:"spill_load_factor" help:"spill when the pinned worker's load exceeds this multiple of the mean (0: never)"`
+	// SpillMinTokens is the load, in tokens, below which a pinned worker is
+	// never considered overloaded (default 16384).
+	SpillMinTokens int64 `mapstructure:"spill_min_tokens" help:"pinned load in tokens below which no spill happens"`
+	// VirtualNodes is the consistent-hash ring's points per worker
+	// (default 100).
+	VirtualNodes int `mapstructure:"virtual_nodes" help:"consistent-hash ring points per worker"`
+	// Fallback is how many more workers consistent-hash tries clockwise
+	// when its choice is unavailable (default 2).
+	Fallback int `mapstructure:"fallback" help:"workers consistent-hash walks clockwise past an unavailable one"`
+	// LoadWeight is kv-aware's weight of load (tokens in flight) against
+	// matched prefix (cached tokens) (default 1.0).
+	LoadWeight float64 `mapstructure:"load_weight" help:"kv-aware: weight of in-flight tokens against cached tokens"`
+	// KVBlocksPerWorker is how many block hashes kv-aware remembers per
+	// worker, an estimate of its cache (default 14000).
+	KVBlocksPerWorker int `mapstructure:"kv_blocks_per_worker" help:"kv-aware: block hashes remembered per worker"`
 }
 
 // Defaults returns the default configuration.
-func Defaults() Config { return Config{Policy: PolicyLeastLoad} }
+func Defaults() Config {
+	return Config{Policy: PolicyConversation, TokensPerBlock: 32, MaxSessions: 100000, SessionTTL: 60 * time.Minute,
+		SpillLoadFactor: 2.0, SpillMinTokens: 16384, VirtualNodes: 100, Fallback: 2, LoadWeight: 1.0, KVBlocksPerWorker: 14000}
+}
 
 // Validate checks the configuration; errors name the key.
 func (c Config) Validate() error {
-	if _, err := NewPolicy(c.Policy); err != nil {
+	if err := checkPolicyName(c.Policy); err != nil {
 		return fmt.Errorf("policy: %w", err)
+	}
+	switch {
+	case c.TokensPerBlock < 1:
+		return fmt.Errorf("tokens_per_block: must be >= 1, got %d", c.TokensPerBlock)
+	case c.MaxSessions < 1:
+		return fmt.Errorf("max_sessions: must be >= 1, got %d", c.MaxSessions)
+	case c.SessionTTL <= 0:
+		return fmt.Errorf("session_ttl: must be > 0, got %s", c.SessionTTL)
+	case c.HashSkipCount < 0:
+		return fmt.Errorf("hash_skip_count: must be >= 0, got %d", c.HashSkipCount)
+	case c.SpillLoadFactor < 0 || (c.SpillLoadFactor > 0 && c.SpillLoadFactor < 1):
+		return fmt.Errorf("spill_load_factor: must be 0 (off) or >= 1, got %g", c.SpillLoadFactor)
+	case c.SpillMinTokens < 0:
+		return fmt.Errorf("spill_min_tokens: must be >= 0, got %d", c.SpillMinTokens)
+	case c.VirtualNodes < 1:
+		return fmt.Errorf("virtual_nodes: must be >= 1, got %d", c.VirtualNodes)
+	case c.Fallback < 0:
+		return fmt.Errorf("fallback: must be >= 0, got %d", c.Fallback)
+	case c.LoadWeight < 0:
+		return fmt.Errorf("load_weight: must be >= 0, got %g", c.LoadWeight)
+	case c.KVBlocksPerWorker < 1:
+		return fmt.Errorf("kv_blocks_per_worker: must be >= 1, got %d", c.KVBlocksPerWorker)
 	}
 	return nil
 }

@@ -6,32 +6,32 @@ import (
 	"sync/atomic"
 )
 
+// Policy names accepted in router.policy.
+const (
+	PolicyConversation   = "conversation"
+	PolicyRoundRobin     = "round-robin"
+	PolicyLeastLoad      = "least-load"
+	PolicyConsistentHash = "consistent-hash"
+	PolicyKVAware        = "kv-aware"
+)
+
+// PolicyNames lists the valid router.policy values.
+var PolicyNames = []string{PolicyConversation, PolicyRoundRobin, PolicyLeastLoad, PolicyConsistentHash, PolicyKVAware}
+
+func checkPolicyName(name string) error {
+	for _, n := range PolicyNames {
+		if n == name {
+			return nil
+		}
+	}
+	return fmt.Errorf("unknown policy %q (valid: %s)", name, strings.Join(PolicyNames, ", "))
+}
+
 // Policy picks one worker among candidates for one phase.
 type Policy interface {
 	// Select returns one of candidates, which is non-empty and sorted by ID.
 	// It must be safe for concurrent use and must not retain candidates.
 	Select(candidates []*Endpoint, req *Request) *Endpoint
-}
-
-// Policy names accepted in router.policy.
-const (
-	PolicyRoundRobin = "round-robin"
-	PolicyLeastLoad  = "least-load"
-)
-
-// PolicyNames lists the valid router.policy values.
-var PolicyNames = []string{PolicyRoundRobin, PolicyLeastLoad}
-
-// NewPolicy returns the policy with the given name; the error lists the
-// valid names.
-func NewPolicy(name string) (Policy, error) {
-	switch name {
-	case PolicyRoundRobin:
-		return &RoundRobin{}, nil
-	case PolicyLeastLoad:
-		return &LeastLoad{}, nil
-	}
-	return nil, fmt.Errorf("unknown policy %q (valid: %s)", name, strings.Join(PolicyNames, ", "))
 }
 
 // RoundRobin cycles through the candidates.
@@ -45,8 +45,7 @@ func (p *RoundRobin) Select(candidates []*Endpoint, _ *Request) *Endpoint {
 }
 
 // LeastLoad picks the candidate with the least token-weighted load; ties
-// break round-robin (the scan starts one place later on every call), never
-// by slice order.
+// rotate evenly, never by slice order.
 type LeastLoad struct{ next atomic.Uint64 }
 
 var _ Policy = (*LeastLoad)(nil)
@@ -81,4 +80,13 @@ func leastLoaded(candidates []*Endpoint, turn uint64) *Endpoint {
 		}
 	}
 	return candidates[0] // loads moved between the two scans; any choice is fine
+}
+
+// meanLoad is the average load of the candidates.
+func meanLoad(candidates []*Endpoint) float64 {
+	var sum int64
+	for _, ep := range candidates {
+		sum += ep.Load()
+	}
+	return float64(sum) / float64(len(candidates))
 }

@@ -3,6 +3,7 @@ package router
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/duet-serve/duet/proto/disagg"
 )
@@ -11,8 +12,12 @@ import (
 type Request struct {
 	// SessionKey is the conversation id, "" when none.
 	SessionKey string
-	// PromptTokens is the prompt length in tokens.
-	PromptTokens int
+	// RequestID keys consistent hashing when there is no session key.
+	RequestID string
+	// Tokens are the prompt's token ids; Hashes their chained block hashes
+	// with the router's tokens_per_block (see Router.BlockSize).
+	Tokens []int
+	Hashes []uint64
 	// MaxTokens is the output limit (the expected output when unknown).
 	MaxTokens int
 	// ExcludeCtx and ExcludeGen hold IDs of workers a retry must avoid.
@@ -26,9 +31,7 @@ var ErrNoWorker = errors.New("no available worker")
 // NoWorkerError says which phase had no worker.
 type NoWorkerError struct{ Role disagg.Role }
 
-func (e *NoWorkerError) Error() string {
-	return fmt.Sprintf("%v for the %s phase", ErrNoWorker, e.Role)
-}
+func (e *NoWorkerError) Error() string { return fmt.Sprintf("%v for the %s phase", ErrNoWorker, e.Role) }
 
 // Unwrap makes errors.Is(err, ErrNoWorker) true.
 func (e *NoWorkerError) Unwrap() error { return ErrNoWorker }
@@ -39,8 +42,20 @@ func (e *NoWorkerError) Unwrap() error { return ErrNoWorker }
 // request).
 type Pair struct {
 	Ctx, Gen *Lease
-	// Decision names how the pair was chosen, for headers and metrics.
+	// Decision names how the pair was chosen (see the Decision constants
+	// and the policy names), for headers and metrics.
 	Decision string
+	// Session is the request's session key after routing: the client's,
+	// the one a prefix match found, or a minted one (Minted). "" when the
+	// policy keeps no sessions and the request had none.
+	Session string
+	Minted  bool
+	// CtxCached and GenCached are the prompt tokens the router expects the
+	// ctx and gen workers to hold already (0 when it has no reason to).
+	CtxCached, GenCached int
+
+	promptTokens int
+	router       *Router
 }
 
 // Release refunds both leases; safe to call more than once.
@@ -55,58 +70,128 @@ func (p *Pair) Release() {
 // Same reports whether both phases landed on one worker.
 func (p *Pair) Same() bool { return p.Ctx.Endpoint() == p.Gen.Endpoint() }
 
-// Router picks (ctx, gen) pairs from a Pool with one Policy instance per
-// phase, so that the phases' rotation counters do not interfere.
-type Router struct {
-	pool      *Pool
-	ctxPolicy Policy
-	genPolicy Policy
-	name      string
+// Done tells the router how the request ended: ok when it completed, the
+// output tokens the gen worker produced, and the cached tokens the ctx
+// worker reported (-1 when there was no context phase). It feeds session
+// state and affinity telemetry; call it at most once.
+func (p *Pair) Done(ok bool, outputTokens, reportedCached int) {
+	if p == nil || p.router.conv == nil || p.Session == "" {
+		return
+	}
+	if ok && reportedCached >= 0 && p.CtxCached > 0 && reportedCached < p.CtxCached/2 {
+		p.router.stats.addBreak(reasonEvicted) // the pinned worker had lost most of the prefix
+	}
+	p.router.conv.done(p.Session, p.Gen.Endpoint().ID, p.promptTokens, outputTokens, ok)
 }
 
-// New returns a router over pool using the named policy.
-func New(pool *Pool, policyName string) (*Router, error) {
-	ctxPolicy, err := NewPolicy(policyName)
-	if err != nil {
+// Router picks (ctx, gen) pairs from a Pool with the configured policy.
+type Router struct {
+	pool   *Pool
+	cfg    Config
+	picker picker
+	conv   *Conversation // set when the policy is conversation
+	stats  *Stats
+}
+
+// New returns a router over pool. now may be nil (time.Now).
+func New(pool *Pool, cfg Config, now func() time.Time) (*Router, error) {
+	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	genPolicy, _ := NewPolicy(policyName)
-	return &Router{pool: pool, ctxPolicy: ctxPolicy, genPolicy: genPolicy, name: policyName}, nil
+	if now == nil {
+		now = time.Now
+	}
+	r := &Router{pool: pool, cfg: cfg, stats: newStats()}
+	switch cfg.Policy {
+	case PolicyConversation:
+		r.conv = newConversation(cfg, now, r.stats)
+		r.picker = r.conv
+		pool.OnMembershipChange(func() { r.conv.workersChanged(r.memberIDs()) })
+	case PolicyRoundRobin:
+		r.picker = &phasePicker{name: cfg.Policy, ctx: &RoundRobin{}, gen: &RoundRobin{}}
+	case PolicyLeastLoad:
+		r.picker = &phasePicker{name: cfg.Policy, ctx: &LeastLoad{}, gen: &LeastLoad{}}
+	case PolicyConsistentHash:
+		r.picker = newHashRing(pool, cfg.VirtualNodes, cfg.Fallback)
+	case PolicyKVAware:
+		r.picker = newKVAware(cfg)
+	}
+	return r, nil
 }
 
 // Pool returns the router's pool.
 func (r *Router) Pool() *Pool { return r.pool }
 
+// Policy returns the policy name.
+func (r *Router) Policy() string { return r.cfg.Policy }
+
+// BlockSize is the tokens per block Request.Hashes must be computed with.
+func (r *Router) BlockSize() int { return r.cfg.TokensPerBlock }
+
+// Stats returns the routing counters.
+func (r *Router) Stats() *Stats { return r.stats }
+
+// SessionsPerWorker counts the sessions pinned to each worker (empty for
+// policies without sessions).
+func (r *Router) SessionsPerWorker() map[string]int {
+	if r.conv == nil {
+		return map[string]int{}
+	}
+	return r.conv.sessionsPerWorker()
+}
+
+// Sessions is the number of live sessions.
+func (r *Router) Sessions() int {
+	if r.conv == nil {
+		return 0
+	}
+	return r.conv.sessions()
+}
+
+func (r *Router) memberIDs() map[string]bool {
+	ids := map[string]bool{}
+	for _, ep := range r.pool.All() {
+		ids[ep.ID] = true
+	}
+	return ids
+}
+
 // Route picks a ctx worker and a different gen worker when possible and
-// charges them: the ctx lease with the prompt tokens to prefill, the gen
-// lease with the tokens its sequence will hold (prompt + output limit).
+// charges them: the ctx lease with the prompt tokens it must prefill (those
+// the policy does not expect it to hold), the gen lease with the tokens its
+// sequence will hold (prompt + output limit).
 func (r *Router) Route(req *Request) (*Pair, error) {
-	ctxCands := filter(r.pool.Available(disagg.RoleContext), req.ExcludeCtx, "")
+	ctxCands := filter(r.pool.Available(disagg.RoleContext), req.ExcludeCtx)
 	if len(ctxCands) == 0 {
 		return nil, &NoWorkerError{Role: disagg.RoleContext}
 	}
-	ctx := r.ctxPolicy.Select(ctxCands, req)
-	genCands := filter(r.pool.Available(disagg.RoleGeneration), req.ExcludeGen, ctx.ID)
-	if len(genCands) == 0 {
-		genCands = filter(r.pool.Available(disagg.RoleGeneration), req.ExcludeGen, "")
-	}
+	genCands := filter(r.pool.Available(disagg.RoleGeneration), req.ExcludeGen)
 	if len(genCands) == 0 {
 		return nil, &NoWorkerError{Role: disagg.RoleGeneration}
 	}
-	gen := r.genPolicy.Select(genCands, req)
+	ch := r.picker.pick(req, ctxCands, genCands)
+	prompt := len(req.Tokens)
 	return &Pair{
-		Ctx:      ctx.Acquire(int64(req.PromptTokens)),
-		Gen:      gen.Acquire(int64(req.PromptTokens + req.MaxTokens)),
-		Decision: r.name,
+		Ctx:          ch.ctx.Acquire(int64(prompt - ch.ctxCached)),
+		Gen:          ch.gen.Acquire(int64(prompt + req.MaxTokens)),
+		Decision:     ch.decision,
+		Session:      ch.session,
+		Minted:       ch.minted,
+		CtxCached:    ch.ctxCached,
+		GenCached:    ch.genCached,
+		promptTokens: prompt,
+		router:       r,
 	}, nil
 }
 
-// filter drops excluded workers and the worker with ID avoid (the other
-// leg's worker, so the two legs never share a worker that serves both).
-func filter(eps []*Endpoint, exclude map[string]bool, avoid string) []*Endpoint {
+// filter drops excluded workers.
+func filter(eps []*Endpoint, exclude map[string]bool) []*Endpoint {
+	if len(exclude) == 0 {
+		return eps
+	}
 	out := eps[:0:0]
 	for _, ep := range eps {
-		if !exclude[ep.ID] && ep.ID != avoid {
+		if !exclude[ep.ID] {
 			out = append(out, ep)
 		}
 	}

@@ -23,11 +23,11 @@ func fleet(nCtx, nGen int) *Pool {
 }
 
 func TestRoundRobinCycles(t *testing.T) {
-	r, err := New(fleet(3, 1), PolicyRoundRobin)
+	r, err := newRouter(fleet(3, 1), PolicyRoundRobin)
 	require.NoError(t, err)
 	seen := map[string]int{}
 	for i := 0; i < 30; i++ {
-		pair, err := r.Route(&Request{PromptTokens: 10})
+		pair, err := r.Route(&Request{Tokens: make([]int, 10)})
 		require.NoError(t, err)
 		seen[pair.Ctx.Endpoint().ID]++
 		pair.Release()
@@ -37,13 +37,13 @@ func TestRoundRobinCycles(t *testing.T) {
 
 func TestLeastLoadPicksLightestAndRotatesTies(t *testing.T) {
 	p := fleet(3, 1)
-	r, err := New(p, PolicyLeastLoad)
+	r, err := newRouter(p, PolicyLeastLoad)
 	require.NoError(t, err)
 	heavy := p.Get("ctx-0").Acquire(1000)
 	defer heavy.Release()
 	seen := map[string]int{}
 	for i := 0; i < 20; i++ {
-		pair, err := r.Route(&Request{PromptTokens: 10})
+		pair, err := r.Route(&Request{Tokens: make([]int, 10)})
 		require.NoError(t, err)
 		seen[pair.Ctx.Endpoint().ID]++
 		pair.Release()
@@ -55,9 +55,9 @@ func TestLeastLoadPicksLightestAndRotatesTies(t *testing.T) {
 
 func TestLeastLoadChargesTokensAtRouteTime(t *testing.T) {
 	p := fleet(2, 2)
-	r, _ := New(p, PolicyLeastLoad)
-	a, _ := r.Route(&Request{PromptTokens: 500, MaxTokens: 100})
-	b, _ := r.Route(&Request{PromptTokens: 10, MaxTokens: 10})
+	r, _ := newRouter(p, PolicyLeastLoad)
+	a, _ := r.Route(&Request{Tokens: make([]int, 500), MaxTokens: 100})
+	b, _ := r.Route(&Request{Tokens: make([]int, 10), MaxTokens: 10})
 	require.NotEqual(t, a.Ctx.Endpoint().ID, b.Ctx.Endpoint().ID, "the second request sees the first one's charge")
 	require.Equal(t, int64(600), a.Gen.Tokens())
 	a.Release()
@@ -68,14 +68,14 @@ func TestLeastLoadChargesTokensAtRouteTime(t *testing.T) {
 }
 
 func TestRouteNoWorkerAndExclusions(t *testing.T) {
-	r, _ := New(fleet(1, 1), PolicyRoundRobin)
+	r, _ := newRouter(fleet(1, 1), PolicyRoundRobin)
 	_, err := r.Route(&Request{ExcludeCtx: map[string]bool{"ctx-0": true}})
 	require.True(t, errors.Is(err, ErrNoWorker))
 	var nw *NoWorkerError
 	require.ErrorAs(t, err, &nw)
 	require.Equal(t, disagg.RoleContext, nw.Role)
 
-	r, _ = New(fleet(1, 0), PolicyRoundRobin)
+	r, _ = newRouter(fleet(1, 0), PolicyRoundRobin)
 	_, err = r.Route(&Request{})
 	require.ErrorAs(t, err, &nw)
 	require.Equal(t, disagg.RoleGeneration, nw.Role)
@@ -87,7 +87,7 @@ func TestMixedWorkersNeverServeBothLegsWhenAnotherExists(t *testing.T) {
 		{ID: "m0", URL: "http://a", Role: disagg.RoleMixed, Healthy: true},
 		{ID: "m1", URL: "http://b", Role: disagg.RoleMixed, Healthy: true},
 	})
-	r, _ := New(p, PolicyRoundRobin)
+	r, _ := newRouter(p, PolicyRoundRobin)
 	for i := 0; i < 10; i++ {
 		pair, err := r.Route(&Request{})
 		require.NoError(t, err)
@@ -102,20 +102,27 @@ func TestMixedWorkersNeverServeBothLegsWhenAnotherExists(t *testing.T) {
 }
 
 func TestUnknownPolicy(t *testing.T) {
-	_, err := New(NewPool(), "random")
-	require.EqualError(t, err, `unknown policy "random" (valid: round-robin, least-load)`)
+	_, err := newRouter(NewPool(), "random")
+	require.EqualError(t, err, `policy: unknown policy "random" (valid: conversation, round-robin, least-load, consistent-hash, kv-aware)`)
+}
+
+// newRouter builds a router with default settings and the named policy.
+func newRouter(p *Pool, policy string) (*Router, error) {
+	cfg := Defaults()
+	cfg.Policy = policy
+	return New(p, cfg, nil)
 }
 
 func TestConcurrentRoutingReturnsLoadToZero(t *testing.T) {
 	p := fleet(4, 4)
-	r, _ := New(p, PolicyLeastLoad)
+	r, _ := newRouter(p, PolicyLeastLoad)
 	var wg sync.WaitGroup
 	for g := 0; g < 64; g++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for i := 0; i < 200; i++ {
-				pair, err := r.Route(&Request{PromptTokens: i, MaxTokens: 5})
+				pair, err := r.Route(&Request{Tokens: make([]int, i), MaxTokens: 5})
 				if err == nil {
 					pair.Release()
 					pair.Release()

@@ -49,3 +49,10 @@ func hashBlock(buf []byte, parent uint64, block []int) uint64 {
 	}
 	return xxhash.Sum64(buf[:8+4*len(block)])
 }
+
+// HashTokens hashes a token sequence on its own (not chained), e.g. the
+// partial block after a prompt's last full block.
+func HashTokens(tokens []int) uint64 {
+	buf := make([]byte, 8+4*len(tokens))
+	return hashBlock(buf, 0, tokens)
+}

@@ -1,0 +1,197 @@
+package router
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Route decisions, as X-Duet-Route and the metric label report them.
+const (
+	DecisionSticky   = "sticky"   // a known session on its pinned pair
+	DecisionImplicit = "implicit" // a request without id matched a session by prefix
+	DecisionNew      = "new"      // a new session placed by load
+	DecisionRepin    = "repin"    // a pinned leg was unavailable and was picked again
+	DecisionSpill    = "spill"    // prefix of spill:<reason>: the pinned worker was overloaded
+	DecisionHash     = "hash"     // consistent-hash's first choice
+	DecisionFallback = "fallback" // consistent-hash walked past an unavailable worker
+)
+
+// Conversation pins each conversation to a (ctx, gen) pair, places new
+// conversations on the least-loaded workers by token-weighted load,
+// recognises continuations without an id by prefix, re-picks only a leg
+// that became unavailable, and spills away from overloaded pinned workers.
+type Conversation struct {
+	cfg   Config
+	now   func() time.Time
+	stats *Stats
+	// ctxTurn and genTurn rotate ties, one counter per leg so that the
+	// legs do not step each other's rotation.
+	ctxTurn, genTurn atomic.Uint64
+
+	// mu guards table and index (and every session in them).
+	mu    sync.Mutex
+	table *sessionTable
+	index *prefixIndex
+}
+
+var _ picker = (*Conversation)(nil)
+
+func newConversation(cfg Config, now func() time.Time, stats *Stats) *Conversation {
+	c := &Conversation{cfg: cfg, now: now, stats: stats, index: newPrefixIndex(cfg.TokensPerBlock, cfg.HashSkipCount)}
+	c.table = newSessionTable(cfg.MaxSessions, cfg.SessionTTL, func(s *session, reason string) {
+		c.index.forget(s)
+		stats.addBreak(reason)
+	})
+	return c
+}
+
+func (c *Conversation) pick(req *Request, ctxCands, genCands []*Endpoint) choice {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.now()
+	s, ch := c.lookup(req, now)
+	c.placeLegs(s, &ch, len(req.Tokens), ctxCands, genCands)
+	c.table.touch(s, now)
+	c.index.record(s, req.Tokens, req.Hashes)
+	ch.session = s.key
+	return ch
+}
+
+// lookup finds the request's session: by key, else by prefix, else a new
+// one (with a minted key when the request had none).
+func (c *Conversation) lookup(req *Request, now time.Time) (*session, choice) {
+	if req.SessionKey != "" {
+		if s := c.table.get(req.SessionKey, now); s != nil {
+			return s, choice{decision: DecisionSticky}
+		}
+		return c.table.add(req.SessionKey, now), choice{decision: DecisionNew}
+	}
+	if s := c.index.match(req.Tokens, req.Hashes); s != nil {
+		return s, choice{decision: DecisionImplicit}
+	}
+	key := mintSessionID()
+	return c.table.add(key, now), choice{decision: DecisionNew, minted: true}
+}
+
+// placeLegs chooses each leg: the pinned worker when it is available and not
+// overloaded, else the least-loaded one. A leg that had to be picked again
+// is re-pinned; a spill leaves the pin (and its cache) in place.
+func (c *Conversation) placeLegs(s *session, ch *choice, promptLen int, ctxCands, genCands []*Endpoint) {
+	ctx, ctxWhy := c.leg(s.ctx, ctxCands, "ctx", &c.ctxTurn)
+	gen, genWhy := c.leg(s.gen, otherThan(genCands, ctx), "gen", &c.genTurn)
+	ch.ctx, ch.gen = ctx, gen
+	ch.decision = combine(ch.decision, ctxWhy, genWhy)
+	if s.ctx != "" && ctxWhy == "" {
+		ch.ctxCached = min(s.ctxHeld, promptLen)
+	}
+	if s.gen != "" && genWhy == "" {
+		ch.genCached = min(s.genHeld, promptLen)
+	}
+	pinCtx, pinGen := s.ctx, s.gen
+	if pinCtx == "" || ctxWhy == DecisionRepin {
+		pinCtx, s.ctxHeld = ctx.ID, 0
+	}
+	if pinGen == "" || genWhy == DecisionRepin {
+		pinGen, s.genHeld = gen.ID, 0
+	}
+	c.table.pin(s, pinCtx, pinGen)
+}
+
+// combine reports the most telling decision: a spill, then a re-pin (of a
+// session that existed), then how the session was found.
+func combine(base string, whys ...string) string {
+	for _, w := range whys {
+		if strings.HasPrefix(w, DecisionSpill) {
+			return w
+		}
+	}
+	for _, w := range whys {
+		if w == DecisionRepin && base != DecisionNew {
+			return DecisionRepin
+		}
+	}
+	return base
+}
+
+// leg returns the worker for one leg and why it is not the pinned one:
+// "" (pinned, or newly placed), repin, or spill:<role>-overload.
+func (c *Conversation) leg(pinned string, cands []*Endpoint, role string, turn *atomic.Uint64) (*Endpoint, string) {
+	if pinned == "" {
+		return leastLoaded(cands, turn.Add(1)), ""
+	}
+	ep := find(cands, pinned)
+	if ep == nil {
+		c.stats.addBreak(reasonWorkerGone)
+		return leastLoaded(cands, turn.Add(1)), DecisionRepin
+	}
+	if c.overloaded(ep, cands) {
+		if alt := leastLoaded(otherThan(cands, ep), turn.Add(1)); alt != ep {
+			c.stats.addSpill(role + "-overload")
+			c.stats.addBreak(reasonSpill)
+			return alt, DecisionSpill + ":" + role + "-overload"
+		}
+	}
+	return ep, ""
+}
+
+// overloaded reports whether the pinned worker's load is past the bound:
+// above spill_min_tokens and above spill_load_factor times the mean load of
+// the other available workers.
+func (c *Conversation) overloaded(ep *Endpoint, cands []*Endpoint) bool {
+	others := otherThan(cands, ep)
+	if c.cfg.SpillLoadFactor == 0 || len(others) == len(cands) || len(others) == 0 {
+		return false
+	}
+	load := ep.Load()
+	return load > c.cfg.SpillMinTokens && float64(load) > c.cfg.SpillLoadFactor*meanLoad(others)
+}
+
+// done records what the gen worker holds after a finished turn and whether
+// the ctx worker really had the tokens the router expected.
+func (c *Conversation) done(key, genID string, promptTokens, outputTokens int, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.table.byKey[key]
+	if s == nil {
+		return
+	}
+	if ok {
+		s.ctxHeld = promptTokens
+		if s.gen == genID {
+			s.genHeld = promptTokens + outputTokens
+		}
+	}
+}
+
+// workersChanged drops the legs that point at removed workers.
+func (c *Conversation) workersChanged(present map[string]bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for w := range c.table.byWorker {
+		if !present[w] {
+			c.stats.addBreakN(reasonWorkerGone, c.table.workerGone(w))
+		}
+	}
+}
+
+// sessionsPerWorker counts pinned sessions by worker ID.
+func (c *Conversation) sessionsPerWorker() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.table.perWorker()
+}
+
+// sessions is the number of live sessions.
+func (c *Conversation) sessions() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.table.byKey)
+}
+
+// mintSessionID makes a session id for a request that had none; it goes
+// back to the client in X-Session-ID.
+func mintSessionID() string { return fmt.Sprintf("duet-%016x", rand.Uint64()) }

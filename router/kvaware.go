@@ -1,0 +1,113 @@
+package router
+
+import (
+	"container/list"
+	"sync"
+	"sync/atomic"
+)
+
+// KVAware scores each worker by the prompt prefix it is believed to hold
+// minus its load: score = cached tokens − load_weight × load tokens. It
+// remembers the block hashes it sent to each worker in a bounded LRU per
+// worker, an estimate of the worker's cache. For many short, independent
+// requests that share long prefixes.
+type KVAware struct {
+	blockSize int
+	weight    float64
+	capacity  int
+	turn      atomic.Uint64
+
+	// mu guards blocks.
+	mu     sync.Mutex
+	blocks map[string]*blockLRU
+}
+
+var _ picker = (*KVAware)(nil)
+
+func newKVAware(cfg Config) *KVAware {
+	return &KVAware{blockSize: cfg.TokensPerBlock, weight: cfg.LoadWeight, capacity: cfg.KVBlocksPerWorker, blocks: map[string]*blockLRU{}}
+}
+
+func (k *KVAware) pick(req *Request, ctxCands, genCands []*Endpoint) choice {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	ctx, ctxCached := k.best(req.Hashes, ctxCands)
+	gen, genCached := k.best(req.Hashes, otherThan(genCands, ctx))
+	k.remember(ctx.ID, req.Hashes)
+	k.remember(gen.ID, req.Hashes)
+	return choice{ctx: ctx, gen: gen, decision: PolicyKVAware, session: req.SessionKey, ctxCached: ctxCached, genCached: genCached}
+}
+
+// best returns the highest-scoring candidate and its matched tokens; ties
+// rotate.
+func (k *KVAware) best(hashes []uint64, cands []*Endpoint) (*Endpoint, int) {
+	turn := int(k.turn.Add(1))
+	var best *Endpoint
+	bestScore, bestCached := 0.0, 0
+	for i := range cands {
+		ep := cands[(turn+i)%len(cands)]
+		cached := k.matched(ep.ID, hashes) * k.blockSize
+		score := float64(cached) - k.weight*float64(ep.Load())
+		if best == nil || score > bestScore {
+			best, bestScore, bestCached = ep, score, cached
+		}
+	}
+	return best, bestCached
+}
+
+// matched counts the leading blocks of hashes the worker holds.
+func (k *KVAware) matched(worker string, hashes []uint64) int {
+	b := k.blocks[worker]
+	if b == nil {
+		return 0
+	}
+	n := 0
+	for _, h := range hashes {
+		if !b.has(h) {
+			break
+		}
+		n++
+	}
+	return n
+}
+
+func (k *KVAware) remember(worker string, hashes []uint64) {
+	b := k.blocks[worker]
+	if b == nil {
+		b = newBlockLRU(k.capacity)
+		k.blocks[worker] = b
+	}
+	for _, h := range hashes {
+		b.add(h)
+	}
+}
+
+// blockLRU is a bounded set of block hashes, least recently added or
+// touched evicted first. Not goroutine-safe.
+type blockLRU struct {
+	capacity int
+	items    map[uint64]*list.Element
+	order    *list.List
+}
+
+func newBlockLRU(capacity int) *blockLRU {
+	return &blockLRU{capacity: capacity, items: map[uint64]*list.Element{}, order: list.New()}
+}
+
+func (b *blockLRU) has(h uint64) bool {
+	_, ok := b.items[h]
+	return ok
+}
+
+func (b *blockLRU) add(h uint64) {
+	if e, ok := b.items[h]; ok {
+		b.order.MoveToFront(e)
+		return
+	}
+	if b.order.Len() >= b.capacity {
+		oldest := b.order.Back()
+		b.order.Remove(oldest)
+		delete(b.items, oldest.Value.(uint64))
+	}
+	b.items[h] = b.order.PushFront(h)
+}

@@ -1,0 +1,55 @@
+package router
+
+// picker chooses both legs of a request. ctxCands and genCands are the
+// available, non-excluded workers of each phase (non-empty, sorted by ID).
+// Pickers that keep state are safe for concurrent use.
+type picker interface {
+	pick(req *Request, ctxCands, genCands []*Endpoint) choice
+}
+
+// choice is what a picker decided.
+type choice struct {
+	ctx, gen *Endpoint
+	decision string
+	// session is the session key the request now belongs to ("" when the
+	// policy keeps none); minted is true when duet made it up.
+	session string
+	minted  bool
+	// ctxCached and genCached are the prompt tokens the policy expects the
+	// chosen ctx and gen workers to hold already.
+	ctxCached, genCached int
+}
+
+// phasePicker picks each leg independently with a per-phase Policy.
+type phasePicker struct {
+	name     string
+	ctx, gen Policy
+}
+
+func (p *phasePicker) pick(req *Request, ctxCands, genCands []*Endpoint) choice {
+	ctx := p.ctx.Select(ctxCands, req)
+	return choice{ctx: ctx, gen: p.gen.Select(otherThan(genCands, ctx), req), decision: p.name}
+}
+
+// otherThan drops ep from candidates unless it is the only one, so the two
+// legs of a request use different workers whenever they can.
+func otherThan(candidates []*Endpoint, ep *Endpoint) []*Endpoint {
+	for i, c := range candidates {
+		if c == ep && len(candidates) > 1 {
+			out := make([]*Endpoint, 0, len(candidates)-1)
+			out = append(out, candidates[:i]...)
+			return append(out, candidates[i+1:]...)
+		}
+	}
+	return candidates
+}
+
+// find returns the candidate with the given ID, or nil.
+func find(candidates []*Endpoint, id string) *Endpoint {
+	for _, c := range candidates {
+		if c.ID == id {
+			return c
+		}
+	}
+	return nil
+}

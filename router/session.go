@@ -1,0 +1,166 @@
+package router
+
+import (
+	"container/list"
+	"time"
+)
+
+// session is one conversation's routing state. Its owner (Conversation)
+// guards it.
+type session struct {
+	key      string
+	ctx, gen string // pinned worker IDs; "" means the leg must be picked again
+	lastUsed time.Time
+	elem     *list.Element
+
+	// The previous prompt, for implicit matching: the chained hash of its
+	// last full block, how many full blocks it has, a hash of the tokens
+	// after them, and its length.
+	endHash   uint64
+	endDepth  int
+	tailHash  uint64
+	promptLen int
+	indexed   bool // the prefix index holds the session
+
+	ctxHeld int // tokens the ctx worker prefilled for this session last turn
+	genHeld int // tokens the gen worker held at the end of last turn
+}
+
+// Affinity break and eviction reasons.
+const (
+	reasonTTL        = "ttl"
+	reasonLRU        = "lru"
+	reasonWorkerGone = "worker_gone"
+	reasonEvicted    = "evicted"
+	reasonSpill      = "spill"
+)
+
+// sessionTable is an LRU of sessions bounded by max, with an idle TTL and a
+// reverse index worker → sessions. Not goroutine-safe.
+type sessionTable struct {
+	max      int
+	ttl      time.Duration
+	byKey    map[string]*session
+	lru      *list.List // front: most recently used
+	byWorker map[string]map[*session]struct{}
+	onEvict  func(s *session, reason string)
+}
+
+func newSessionTable(max int, ttl time.Duration, onEvict func(*session, string)) *sessionTable {
+	return &sessionTable{max: max, ttl: ttl, byKey: map[string]*session{}, lru: list.New(),
+		byWorker: map[string]map[*session]struct{}{}, onEvict: onEvict}
+}
+
+// get returns the live session for key, or nil; an expired one is evicted.
+func (t *sessionTable) get(key string, now time.Time) *session {
+	s := t.byKey[key]
+	if s == nil {
+		return nil
+	}
+	if now.Sub(s.lastUsed) > t.ttl {
+		t.remove(s, reasonTTL)
+		return nil
+	}
+	return s
+}
+
+// touch marks s used now.
+func (t *sessionTable) touch(s *session, now time.Time) {
+	s.lastUsed = now
+	t.lru.MoveToFront(s.elem)
+}
+
+// add inserts a new session, evicting expired sessions and, beyond max, the
+// least recently used one.
+func (t *sessionTable) add(key string, now time.Time) *session {
+	t.expire(now)
+	for len(t.byKey) >= t.max {
+		t.remove(t.lru.Back().Value.(*session), reasonLRU)
+	}
+	s := &session{key: key, lastUsed: now}
+	s.elem = t.lru.PushFront(s)
+	t.byKey[key] = s
+	return s
+}
+
+// expire evicts idle sessions; they sit at the back of the LRU list.
+func (t *sessionTable) expire(now time.Time) {
+	for e := t.lru.Back(); e != nil; e = t.lru.Back() {
+		s := e.Value.(*session)
+		if now.Sub(s.lastUsed) <= t.ttl {
+			return
+		}
+		t.remove(s, reasonTTL)
+	}
+}
+
+func (t *sessionTable) remove(s *session, reason string) {
+	t.unindex(s, s.ctx)
+	t.unindex(s, s.gen)
+	t.lru.Remove(s.elem)
+	delete(t.byKey, s.key)
+	if t.onEvict != nil {
+		t.onEvict(s, reason)
+	}
+}
+
+// pin sets the session's workers and keeps the reverse index in step.
+func (t *sessionTable) pin(s *session, ctx, gen string) {
+	if s.ctx != ctx {
+		t.unindex(s, s.ctx)
+		s.ctx = ctx
+		t.index(s, ctx)
+	}
+	if s.gen != gen {
+		t.unindex(s, s.gen)
+		s.gen = gen
+		t.index(s, gen)
+	}
+}
+
+func (t *sessionTable) index(s *session, worker string) {
+	if worker == "" {
+		return
+	}
+	m := t.byWorker[worker]
+	if m == nil {
+		m = map[*session]struct{}{}
+		t.byWorker[worker] = m
+	}
+	m[s] = struct{}{}
+}
+
+func (t *sessionTable) unindex(s *session, worker string) {
+	if m := t.byWorker[worker]; m != nil {
+		delete(m, s)
+		if len(m) == 0 {
+			delete(t.byWorker, worker)
+		}
+	}
+}
+
+// workerGone clears the leg that points at a removed worker in each of its
+// sessions (the other leg keeps its cache) and returns how many sessions
+// lost a leg.
+func (t *sessionTable) workerGone(worker string) int {
+	m := t.byWorker[worker]
+	for s := range m {
+		if s.ctx == worker {
+			s.ctx, s.ctxHeld = "", 0
+		}
+		if s.gen == worker {
+			s.gen, s.genHeld = "", 0
+		}
+	}
+	delete(t.byWorker, worker)
+	return len(m)
+}
+
+// perWorker counts the sessions pinned to each worker.
+func (t *sessionTable) perWorker() map[string]int {
+	out := make(map[string]int, len(t.byWorker))
+	for w, m := range t.byWorker {
+		out[w] = len(m)
+	}
+	return out
+}

@@ -1,0 +1,301 @@
+package sim
+
+import (
+	"fmt"
+	"math"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/duet-serve/duet/proto/disagg"
+)
+
+// Protocols lists the disaggregation protocols the simulated worker speaks.
+var Protocols = []string{ProtocolTRTLLM, ProtocolVLLM}
+
+// Protocol names (the protocol key).
+const (
+	ProtocolTRTLLM = "trtllm"
+	ProtocolVLLM   = "vllm"
+)
+
+// Config configures one simulated worker. The defaults model
+// Llama-3.1-8B-Instruct in BF16 on one H100 80 GB; every modelled duration
+// is multiplied by TimeScale (and by FaultSlowFactor).
+type Config struct {
+	// Role is context, generation or mixed (default mixed).
+	Role string `mapstructure:"role" help:"worker role: context, generation or mixed (default mixed)"`
+	// Protocol is the disaggregation protocol, trtllm or vllm (default trtllm).
+	Protocol string `mapstructure:"protocol" help:"disaggregation protocol: trtllm or vllm (default trtllm)"`
+	// Host is the address to listen on (default 127.0.0.1).
+	Host string `mapstructure:"host" help:"listen address (default 127.0.0.1)"`
+	// Port is the TCP port to listen on; 0 picks a free one (default 8100).
+	Port int `mapstructure:"port" help:"listen port, 0 for any free port (default 8100)"`
+	// AdvertiseURL is the base URL other workers use to reach this one
+	// (default empty: derived from the listener address).
+	AdvertiseURL string `mapstructure:"advertise_url" help:"base URL peers use to reach this worker (default: from the listen address)"`
+	// Model is the served model name (default meta-llama/Llama-3.1-8B-Instruct).
+	Model string `mapstructure:"model" help:"served model name (default meta-llama/Llama-3.1-8B-Instruct)"`
+	// MaxModelLen is the context window in tokens, prompt plus output
+	// (default 131072, Llama 3.1's 128k window).
+	MaxModelLen int `mapstructure:"max_model_len" help:"context window in tokens, prompt + output (default 131072)"`
+	// BlockSize is the number of tokens per KV block (default 32,
+	// TensorRT-LLM's tokens_per_block).
+	BlockSize int `mapstructure:"block_size" help:"tokens per KV cache block (default 32)"`
+	// KVCapacityBlocks is the KV cache size in blocks (default 14000). An 8B
+	// Llama keeps 32 layers x 8 KV heads x 128 dims x 2 (K,V) x 2 bytes =
+	// 128 KiB per token; of 80 GB at 90% utilisation, 16 GB of weights and
+	// ~2 GB of activations leave ~55 GiB, about 450k tokens = 14000 blocks.
+	KVCapacityBlocks int `mapstructure:"kv_capacity_blocks" help:"KV cache capacity in blocks (default 14000, ~450k tokens)"`
+	// PrefillTokensPerSec is the prefill throughput in tokens/s, shared by
+	// all concurrent prefills (default 20000: 16 GFLOP per token at ~30% of
+	// an H100's dense BF16 peak).
+	PrefillTokensPerSec float64 `mapstructure:"prefill_tokens_per_sec" help:"prefill throughput in tokens/s, shared by concurrent prefills (default 20000)"`
+	// PrefillOverhead is the fixed latency of one prefill: scheduling and
+	// the sampling step. Engines batch prefills, so it delays each request
+	// but does not occupy the shared prefill server (default 10ms).
+	PrefillOverhead time.Duration `mapstructure:"prefill_overhead" help:"fixed cost per prefill (default 10ms)"`
+	// ITLBase is the inter-token latency of a batch of one (default 7ms:
+	// reading 16 GB of weights at ~3 TB/s plus launch overhead).
+	ITLBase time.Duration `mapstructure:"itl_base" help:"inter-token latency with one running sequence (default 7ms)"`
+	// ITLPerSeq is the inter-token latency added per running sequence
+	// (default 50us: 256 sequences give ~20 ms).
+	ITLPerSeq time.Duration `mapstructure:"itl_per_seq" help:"inter-token latency added per running sequence (default 50us)"`
+	// KVTransferTokensPerSec is the KV transfer rate between workers in
+	// tokens/s (default 200000: 128 KiB per token over ~25 GB/s RDMA).
+	KVTransferTokensPerSec float64 `mapstructure:"kv_transfer_tokens_per_sec" help:"KV transfer rate between workers in tokens/s (default 200000)"`
+	// KVTransferOverhead is the fixed cost of one KV transfer (default 2ms).
+	KVTransferOverhead time.Duration `mapstructure:"kv_transfer_overhead" help:"fixed cost per KV transfer (default 2ms)"`
+	// KVTransferTimeout is how long a context worker keeps a prompt's blocks
+	// pinned for a pull; it is a protocol timeout and is not scaled by
+	// time_scale (default 30s, vLLM's lease).
+	KVTransferTimeout time.Duration `mapstructure:"kv_transfer_timeout" help:"how long a KV handle stays valid, not scaled (default 30s)"`
+	// MaxNumSeqs is the maximum number of running sequences (default 256,
+	// vLLM's default).
+	MaxNumSeqs int `mapstructure:"max_num_seqs" help:"maximum running sequences (default 256)"`
+	// MaxWaiting bounds the waiting queue; a request beyond it gets 429
+	// (default 1024; 0 rejects whenever no slot is free).
+	MaxWaiting int `mapstructure:"max_waiting" help:"waiting queue bound, 429 beyond it (default 1024)"`
+	// TimeScale multiplies every modelled duration: 1 is real time, 0.01
+	// makes tests fast, 0 removes all modelled delays (default 1).
+	TimeScale float64 `mapstructure:"time_scale" help:"multiplier for every modelled duration, 0 disables delays (default 1)"`
+	// Seed seeds the output text and fault draws (default 0).
+	Seed int64 `mapstructure:"seed" help:"seed for output text and fault draws (default 0)"`
+	// EOSProbability is the per-token chance of an early end of sequence
+	// when ignore_eos is false and min_tokens is reached (default 0.002,
+	// a mean natural length of ~500 tokens).
+	EOSProbability float64 `mapstructure:"eos_probability" help:"per-token chance of an early stop without ignore_eos (default 0.002)"`
+	// DefaultMaxTokens is the output limit when a request sets none, in
+	// tokens (default 512).
+	DefaultMaxTokens int `mapstructure:"default_max_tokens" help:"output token limit when the request sets none (default 512)"`
+	// MaxBodyBytes is the largest accepted request body in bytes; larger
+	// bodies get 413 (default 8388608, 8 MiB).
+	MaxBodyBytes int `mapstructure:"max_body_bytes" help:"largest request body in bytes, 413 beyond (default 8388608)"`
+	// MaxHeaderBytes bounds the request line plus headers in bytes; larger
+	// get 431 (default 16384).
+	MaxHeaderBytes int `mapstructure:"max_header_bytes" help:"largest request header in bytes, 431 beyond (default 16384)"`
+	// ShutdownTimeout bounds how long in-flight requests may finish after
+	// the stop signal before they are aborted (default 10s).
+	ShutdownTimeout time.Duration `mapstructure:"shutdown_timeout" help:"grace period for in-flight requests on shutdown (default 10s)"`
+	// FaultErrorRate is the fraction of completion requests answered with
+	// 500 (default 0).
+	FaultErrorRate float64 `mapstructure:"fault_error_rate" help:"fraction of requests failing with 500 (default 0)"`
+	// FaultHangRate is the fraction of completion requests that hang before
+	// the first byte until the client gives up or fault_hang_max passes
+	// (default 0).
+	FaultHangRate float64 `mapstructure:"fault_hang_rate" help:"fraction of requests hanging before the first byte (default 0)"`
+	// FaultHangMax bounds a hang, after which the connection is closed
+	// without a response (default 10m).
+	FaultHangMax time.Duration `mapstructure:"fault_hang_max" help:"longest hang before the connection is closed (default 10m)"`
+	// FaultDieRate is the fraction of completion requests whose worker
+	// "dies": streams stop after fault_die_after_tokens tokens without
+	// [DONE] and the connection closes; non-streaming requests get the
+	// connection closed without a response (default 0).
+	FaultDieRate float64 `mapstructure:"fault_die_rate" help:"fraction of requests dying mid-stream (default 0)"`
+	// FaultDieAfterTokens is how many tokens a dying stream sends first
+	// (default 4).
+	FaultDieAfterTokens int `mapstructure:"fault_die_after_tokens" help:"tokens a dying stream sends before closing (default 4)"`
+	// FaultSlowFactor multiplies every modelled duration, on top of
+	// time_scale, to model a slow worker (default 1, no slowdown).
+	FaultSlowFactor float64 `mapstructure:"fault_slow_factor" help:"extra multiplier for modelled durations, a slow worker (default 1)"`
+}
+
+// Defaults returns the default configuration (Llama-3.1-8B on one H100).
+func Defaults() Config {
+	return Config{
+		Role:                   string(disagg.RoleMixed),
+		Protocol:               ProtocolTRTLLM,
+		Host:                   "127.0.0.1",
+		Port:                   8100,
+		Model:                  "meta-llama/Llama-3.1-8B-Instruct",
+		MaxModelLen:            131072,
+		BlockSize:              32,
+		KVCapacityBlocks:       14000,
+		PrefillTokensPerSec:    20000,
+		PrefillOverhead:        10 * time.Millisecond,
+		ITLBase:                7 * time.Millisecond,
+		ITLPerSeq:              50 * time.Microsecond,
+		KVTransferTokensPerSec: 200000,
+		KVTransferOverhead:     2 * time.Millisecond,
+		KVTransferTimeout:      30 * time.Second,
+		MaxNumSeqs:             256,
+		MaxWaiting:             1024,
+		TimeScale:              1,
+		EOSProbability:         0.002,
+		DefaultMaxTokens:       512,
+		MaxBodyBytes:           8 << 20,
+		MaxHeaderBytes:         16 << 10,
+		ShutdownTimeout:        10 * time.Second,
+		FaultHangMax:           10 * time.Minute,
+		FaultDieAfterTokens:    4,
+		FaultSlowFactor:        1,
+	}
+}
+
+// Validate checks the configuration; errors name the key.
+func (c Config) Validate() error {
+	if _, err := disagg.ParseRole(c.Role); err != nil {
+		return fmt.Errorf("role: %w", err)
+	}
+	if !contains(Protocols, c.Protocol) {
+		return fmt.Errorf("protocol: unknown protocol %q (valid: %s)", c.Protocol, strings.Join(Protocols, ", "))
+	}
+	if c.Host == "" {
+		return fmt.Errorf("host: must not be empty")
+	}
+	if c.AdvertiseURL != "" {
+		if err := checkBaseURL(c.AdvertiseURL); err != nil {
+			return fmt.Errorf("advertise_url: %w", err)
+		}
+	}
+	if strings.TrimSpace(c.Model) == "" {
+		return fmt.Errorf("model: must not be empty")
+	}
+	for _, check := range []func() error{c.validateInts, c.validateRates, c.validateDurations, c.validateFaults} {
+		if err := check(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c Config) validateInts() error {
+	for _, f := range []struct {
+		key      string
+		val, min int
+	}{
+		{"port", c.Port, 0},
+		{"max_model_len", c.MaxModelLen, 1},
+		{"block_size", c.BlockSize, 1},
+		{"kv_capacity_blocks", c.KVCapacityBlocks, 1},
+		{"max_num_seqs", c.MaxNumSeqs, 1},
+		{"max_waiting", c.MaxWaiting, 0},
+		{"default_max_tokens", c.DefaultMaxTokens, 1},
+		{"max_body_bytes", c.MaxBodyBytes, 1},
+		{"max_header_bytes", c.MaxHeaderBytes, 1024},
+		{"fault_die_after_tokens", c.FaultDieAfterTokens, 0},
+	} {
+		if f.val < f.min {
+			if f.min == 1 {
+				return fmt.Errorf("%s: must be > 0, got %d", f.key, f.val)
+			}
+			return fmt.Errorf("%s: must be >= %d, got %d", f.key, f.min, f.val)
+		}
+	}
+	if c.Port > 65535 {
+		return fmt.Errorf("port: must be <= 65535, got %d", c.Port)
+	}
+	if c.BlockSize > 4096 {
+		return fmt.Errorf("block_size: must be <= 4096, got %d", c.BlockSize)
+	}
+	if c.KVCapacityBlocks > math.MaxInt32 {
+		return fmt.Errorf("kv_capacity_blocks: must be <= %d, got %d", math.MaxInt32, c.KVCapacityBlocks)
+	}
+	return nil
+}
+
+func (c Config) validateRates() error {
+	for _, f := range []struct {
+		key string
+		val float64
+	}{
+		{"prefill_tokens_per_sec", c.PrefillTokensPerSec},
+		{"kv_transfer_tokens_per_sec", c.KVTransferTokensPerSec},
+		{"fault_slow_factor", c.FaultSlowFactor},
+	} {
+		if !(f.val > 0) || math.IsInf(f.val, 0) {
+			return fmt.Errorf("%s: must be > 0, got %v", f.key, f.val)
+		}
+	}
+	if !(c.TimeScale >= 0) || math.IsInf(c.TimeScale, 0) {
+		return fmt.Errorf("time_scale: must be >= 0, got %v", c.TimeScale)
+	}
+	if !(c.EOSProbability >= 0 && c.EOSProbability < 1) {
+		return fmt.Errorf("eos_probability: must be in [0, 1), got %v", c.EOSProbability)
+	}
+	return nil
+}
+
+func (c Config) validateDurations() error {
+	for _, f := range []struct {
+		key string
+		val time.Duration
+		pos bool // must be > 0 rather than >= 0
+	}{
+		{"prefill_overhead", c.PrefillOverhead, false},
+		{"itl_base", c.ITLBase, false},
+		{"itl_per_seq", c.ITLPerSeq, false},
+		{"kv_transfer_overhead", c.KVTransferOverhead, false},
+		{"kv_transfer_timeout", c.KVTransferTimeout, true},
+		{"shutdown_timeout", c.ShutdownTimeout, true},
+		{"fault_hang_max", c.FaultHangMax, true},
+	} {
+		if f.pos && f.val <= 0 {
+			return fmt.Errorf("%s: must be > 0, got %s", f.key, f.val)
+		}
+		if f.val < 0 {
+			return fmt.Errorf("%s: must be >= 0, got %s", f.key, f.val)
+		}
+	}
+	return nil
+}
+
+func (c Config) validateFaults() error {
+	for _, f := range []struct {
+		key string
+		val float64
+	}{
+		{"fault_error_rate", c.FaultErrorRate},
+		{"fault_hang_rate", c.FaultHangRate},
+		{"fault_die_rate", c.FaultDieRate},
+	} {
+		if !(f.val >= 0 && f.val <= 1) {
+			return fmt.Errorf("%s: must be in [0, 1], got %v", f.key, f.val)
+		}
+	}
+	return nil
+}
+
+// checkBaseURL accepts an absolute http(s) URL with a host and no query.
+func checkBaseURL(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return err
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return fmt.Errorf("scheme must be http or https, got %q", raw)
+	}
+	if u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+		return fmt.Errorf("must be a base URL like http://host:port, got %q", raw)
+	}
+	return nil
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,102 @@
+// Package sim is duet's simulated GPU engine worker: a fasthttp server that
+// speaks the wire protocols of a TensorRT-LLM or vLLM worker and models what
+// matters for routing and time to first token, without a GPU.
+//
+// # Endpoints
+//
+//	POST /v1/chat/completions, /v1/completions   OpenAI, streaming (SSE) and not
+//	GET  /v1/models, /health, /metrics           model list, liveness, Prometheus text
+//	POST /internal/kv/pull                       worker to worker: take over a pinned KV handle
+//	GET|POST|DELETE /admin/faults                show, patch, reset fault injection
+//
+// Requests carry TensorRT-LLM's disaggregated_params (protocol trtllm) or
+// vLLM's kv_transfer_params (protocol vllm); without them a request is served
+// aggregated (prefill and decode here), which conditional disaggregation and
+// mixed workers use. A context worker rejects generation requests and a
+// generation worker context requests (400); a mixed worker takes all.
+//
+// # Models
+//
+// KV cache (kvcache.go): paged blocks of block_size tokens, prefix reuse by
+// chained block hash, reference counts, LRU eviction of unreferenced blocks
+// only. A request reserves blocks for its prompt plus max output at
+// admission and waits (counted as waiting) when they cannot be freed. When
+// it ends, the blocks of its prompt and output are registered, so the next
+// turn of a conversation, whose prompt is the previous prompt plus the reply,
+// finds them. usage.prompt_tokens_details.cached_tokens is what was found.
+//
+// Timing (timing.go), every duration times time_scale: first token at
+// queueing + uncached/prefill_tokens_per_sec + prefill_overhead, the token
+// compute being one FIFO server shared by all requests (the overhead is
+// per-request latency that does not queue); then one token per
+// itl_base + itl_per_seq*running, paced on a deadline schedule. A generation
+// request instead pays kv_transfer_overhead + missing/kv_transfer_tokens_per_sec
+// for the prompt tokens it does not already hold. Responses carry the
+// modelled numbers in X-Duet-Sim-Cached-Tokens, X-Duet-Sim-Modelled-Us and
+// X-Duet-Sim-TTFT-Us.
+//
+// Output (vocab.go, sampler.go): deterministic words drawn from a seed of the
+// prompt tokens, the seed key and the request's seed; each word is one token
+// that re-encodes to itself, so a reply sent back in the next turn tokenizes
+// to the same ids. max_tokens, max_completion_tokens, min_tokens, ignore_eos,
+// stop and a per-token EOS chance (eos_probability) are honoured.
+//
+// # Disaggregation
+//
+// A context request prefills, samples the first token and pins the prompt's
+// blocks under a key (TensorRT-LLM: ctx_request_id, with this worker's URL in
+// encoded_opaque_state; vLLM: remote_request_id at remote_host:remote_port).
+// A generation request pulls that key over HTTP from the context worker,
+// which releases the pin; a key is valid once and for kv_transfer_timeout.
+// An unknown, reused or expired key is a 400 on the generation worker. The
+// generation worker trusts the URL in the request, as engines trust their
+// router: it must not be reachable by untrusted clients directly.
+//
+// # Faults
+//
+// fault_error_rate answers 500; fault_hang_rate holds the connection with no
+// response until the client leaves (or fault_hang_max); fault_die_rate ends a
+// stream after fault_die_after_tokens tokens without [DONE] and closes the
+// connection (a non-streaming request gets the connection closed with no
+// response); fault_slow_factor multiplies modelled durations.
+// POST /admin/faults takes a JSON object with any of error_rate, hang_rate,
+// hang_max ("30s"), die_rate, die_after_tokens, slow_factor; it is not
+// authenticated (the sim is a test tool).
+//
+// # Metrics
+//
+// /metrics writes the Prometheus text format by hand: the module's go.sum
+// lacks client_golang's dependencies, and the exposition is a few lines.
+// Names: vllm:num_requests_running, vllm:num_requests_waiting,
+// vllm:kv_cache_usage_perc, vllm:prefix_cache_queries_total,
+// vllm:prefix_cache_hits_total, vllm:prompt_tokens_total,
+// vllm:generation_tokens_total and duet_sim_*.
+//
+// # Concurrency
+//
+// A Server is safe for concurrent use. State and its guards:
+//
+//   - scheduler.mu guards the KV cache (not goroutine-safe itself), the
+//     waiting queue and the pins; the running count is an atomic written
+//     under it and read lock-free by decode loops.
+//   - prefillQueue.mu guards the prefill server's busy-until time.
+//   - faults.mu guards the fault settings and their random source.
+//   - counters are atomics.
+//
+// Goroutines and their owners:
+//
+//   - Serve starts fasthttp's Serve and the pin expiry loop; it stops both
+//     and joins them before returning.
+//   - fasthttp runs each handler, each stream writer (the goroutine of
+//     SetBodyStreamWriter) and each hijacked connection of a hang fault.
+//     Handlers that wait (admission, prefill) and stream writers watch the
+//     server's abort context; hangs watch the stopping channel. Serve's
+//     shutdown lets in-flight requests finish for shutdown_timeout, then
+//     aborts them and waits (bounded) until every stream writer and hang has
+//     returned.
+//   - A client that goes away is noticed at the next write of its stream;
+//     the stream writer then returns and releases the sequence.
+//
+// Every admitted sequence ends exactly once (lease.finish or lease.pin), on
+// every path, so running counts, references and pins return to zero.
+package sim

@@ -1,0 +1,226 @@
+package sim
+
+// kvCache models a paged KV cache: capacity blocks of blockSize tokens each.
+// A block is in one of three states:
+//
+//   - free: holds nothing;
+//   - referenced: used by at least one allocation (refs > 0);
+//   - cached: unreferenced but still holding the KV of a known token prefix,
+//     findable by its chained block hash and evictable in LRU order.
+//
+// Allocations reuse cached and referenced blocks whose hashes match the
+// prompt's leading block hashes (prefix reuse) and take fresh blocks for the
+// rest, evicting the least recently used cached blocks when no free block is
+// left. Referenced blocks are never evicted.
+//
+// kvCache is not safe for concurrent use; its owner (scheduler) locks.
+type kvCache struct {
+	blockSize int
+	blocks    []kvBlock
+	free      []int32          // ids of free blocks, used as a stack
+	byHash    map[uint64]int32 // hash -> block id, for blocks holding a known prefix
+	lruHead   int32            // least recently used cached block, -1 when none
+	lruTail   int32            // most recently used cached block, -1 when none
+	lruLen    int
+	refBlocks int // blocks with refs > 0
+}
+
+type kvBlock struct {
+	hash   uint64
+	hashed bool
+	refs   int32
+	prev   int32 // LRU links while cached; -1 at the ends
+	next   int32
+}
+
+// kvAlloc is one sequence's blocks: blocks[i] holds the sequence's tokens
+// [i*blockSize, (i+1)*blockSize).
+type kvAlloc struct {
+	blocks    []int32
+	matched   int // leading blocks found in the cache at allocation
+	committed int // leading blocks registered by commit (>= matched)
+	released  bool
+}
+
+func newKVCache(capacity, blockSize int) *kvCache {
+	c := &kvCache{
+		blockSize: blockSize,
+		blocks:    make([]kvBlock, capacity),
+		free:      make([]int32, capacity),
+		byHash:    make(map[uint64]int32),
+		lruHead:   -1,
+		lruTail:   -1,
+	}
+	for i := range c.free {
+		// Pop order hands out block 0 first; purely cosmetic.
+		c.free[i] = int32(capacity - 1 - i)
+		c.blocks[i].prev, c.blocks[i].next = -1, -1
+	}
+	return c
+}
+
+// capacity returns the cache size in blocks.
+func (c *kvCache) capacity() int { return len(c.blocks) }
+
+// blocksFor returns the number of blocks that hold n tokens.
+func (c *kvCache) blocksFor(n int) int { return (n + c.blockSize - 1) / c.blockSize }
+
+// lookup returns how many leading hashes are held (referenced or cached).
+func (c *kvCache) lookup(hashes []uint64) int {
+	for i, h := range hashes {
+		if _, ok := c.byHash[h]; !ok {
+			return i
+		}
+	}
+	return len(hashes)
+}
+
+// allocate reserves total blocks for a sequence whose full blocks have the
+// given chained hashes: up to maxMatch leading blocks come from the cache,
+// the rest are fresh. It returns false and changes nothing when even
+// evicting every cached block would not free enough blocks.
+func (c *kvCache) allocate(hashes []uint64, maxMatch, total int) (*kvAlloc, bool) {
+	matched := max(0, min(c.lookup(hashes), maxMatch, total))
+	matchedCached := 0 // matched blocks that are unreferenced, hence in the LRU
+	for _, h := range hashes[:matched] {
+		if c.blocks[c.byHash[h]].refs == 0 {
+			matchedCached++
+		}
+	}
+	fresh := total - matched
+	if len(c.free)+c.lruLen-matchedCached < fresh {
+		return nil, false
+	}
+	a := &kvAlloc{blocks: make([]int32, 0, total), matched: matched, committed: matched}
+	for _, h := range hashes[:matched] {
+		id := c.byHash[h]
+		c.ref(id)
+		a.blocks = append(a.blocks, id)
+	}
+	for range fresh {
+		id := c.take()
+		c.ref(id)
+		a.blocks = append(a.blocks, id)
+	}
+	return a, true
+}
+
+// commit registers the allocation's blocks under hashes (the chained hashes
+// of the sequence's full blocks, prompt and output), so later sequences with
+// the same prefix find them. Hashes beyond the allocation are ignored; a
+// hash already held by another block is left to that block.
+func (c *kvCache) commit(a *kvAlloc, hashes []uint64) {
+	if a.released {
+		return
+	}
+	n := min(len(hashes), len(a.blocks))
+	for i := a.committed; i < n; i++ {
+		b := &c.blocks[a.blocks[i]]
+		if b.hashed {
+			continue
+		}
+		if _, taken := c.byHash[hashes[i]]; taken {
+			continue // an identical prefix was registered concurrently
+		}
+		b.hash, b.hashed = hashes[i], true
+		c.byHash[hashes[i]] = a.blocks[i]
+	}
+	a.committed = max(a.committed, n)
+}
+
+// release drops the allocation's references. Blocks left unreferenced
+// become cached (when hashed) or free. Releasing twice is a no-op.
+func (c *kvCache) release(a *kvAlloc) {
+	if a == nil || a.released {
+		return
+	}
+	a.released = true
+	// Tail blocks enter the LRU first, so they are evicted before the
+	// prefix blocks that more sequences share.
+	for i := len(a.blocks) - 1; i >= 0; i-- {
+		id := a.blocks[i]
+		b := &c.blocks[id]
+		b.refs--
+		if b.refs > 0 {
+			continue
+		}
+		c.refBlocks--
+		if b.hashed {
+			c.lruPush(id)
+		} else {
+			c.free = append(c.free, id)
+		}
+	}
+}
+
+// ref adds a reference, moving a cached block out of the LRU.
+func (c *kvCache) ref(id int32) {
+	b := &c.blocks[id]
+	if b.refs == 0 {
+		c.refBlocks++
+		if b.hashed {
+			c.lruUnlink(id)
+		}
+	}
+	b.refs++
+}
+
+// take returns a free block, evicting the least recently used cached block
+// when none is free. The caller checked that one is available.
+func (c *kvCache) take() int32 {
+	if n := len(c.free); n > 0 {
+		id := c.free[n-1]
+		c.free = c.free[:n-1]
+		return id
+	}
+	id := c.lruHead
+	c.lruUnlink(id)
+	b := &c.blocks[id]
+	delete(c.byHash, b.hash)
+	b.hash, b.hashed = 0, false
+	return id
+}
+
+func (c *kvCache) lruPush(id int32) {
+	b := &c.blocks[id]
+	b.prev, b.next = c.lruTail, -1
+	if c.lruTail >= 0 {
+		c.blocks[c.lruTail].next = id
+	} else {
+		c.lruHead = id
+	}
+	c.lruTail = id
+	c.lruLen++
+}
+
+func (c *kvCache) lruUnlink(id int32) {
+	b := &c.blocks[id]
+	if b.prev >= 0 {
+		c.blocks[b.prev].next = b.next
+	} else {
+		c.lruHead = b.next
+	}
+	if b.next >= 0 {
+		c.blocks[b.next].prev = b.prev
+	} else {
+		c.lruTail = b.prev
+	}
+	b.prev, b.next = -1, -1
+	c.lruLen--
+}
+
+// kvStats is a snapshot of the cache's block states.
+type kvStats struct {
+	Capacity   int
+	Referenced int
+	Cached     int
+	Free       int
+}
+
+func (c *kvCache) stats() kvStats {
+	return kvStats{Capacity: len(c.blocks), Referenced: c.refBlocks, Cached: c.lruLen, Free: len(c.free)}
+}
+
+// usage is the fraction of blocks in use by running or pinned sequences,
+// like vLLM's kv_cache_usage_perc (cached blocks count as free).
+func (s kvStats) usage() float64 { return float64(s.Referenced) / float64(s.Capacity) }

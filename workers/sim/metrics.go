@@ -1,0 +1,137 @@
+package sim
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+)
+
+// Request outcomes, for duet_sim_requests_total.
+type outcome int
+
+const (
+	outcomeOK          outcome = iota
+	outcomeClientError         // 4xx other than 429
+	outcomeRejected            // 429, waiting queue full
+	outcomeServerError         // 5xx, including injected faults
+	outcomeAborted             // client gone or server stopping mid-request
+	numOutcomes
+)
+
+var outcomeNames = [numOutcomes]string{"ok", "client_error", "rejected", "server_error", "aborted"}
+
+// Injected fault kinds, for duet_sim_faults_injected_total.
+type faultKind int
+
+const (
+	faultError faultKind = iota
+	faultHang
+	faultDie
+	numFaultKinds
+)
+
+var faultNames = [numFaultKinds]string{"error", "hang", "die"}
+
+// metrics holds the worker's counters; gauges are read from the scheduler
+// at scrape time. The exposition is written by hand in the Prometheus text
+// format (see the package doc for why). All fields are atomics.
+type metrics struct {
+	prefixQueries    atomic.Uint64 // prompt tokens looked up in the prefix cache
+	prefixHits       atomic.Uint64 // of those, found
+	promptTokens     atomic.Uint64
+	generationTokens atomic.Uint64
+	prefillTokens    atomic.Uint64 // uncached prompt tokens computed
+	prefillNanos     atomic.Uint64 // modelled prefill compute time
+	transferTokens   atomic.Uint64 // KV tokens pulled from context workers
+	transferSkipped  atomic.Uint64 // KV tokens a pull skipped (already held)
+	transferNanos    atomic.Uint64 // modelled transfer time
+	pulls            atomic.Uint64 // pins handed to a generation worker
+	pinsExpired      atomic.Uint64
+	requests         [3][numOutcomes]atomic.Uint64 // by phase
+	faults           [numFaultKinds]atomic.Uint64
+}
+
+func (m *metrics) request(p phase, o outcome) { m.requests[p][o].Add(1) }
+
+func (m *metrics) addDuration(c *atomic.Uint64, d time.Duration) {
+	if d > 0 {
+		c.Add(uint64(d))
+	}
+}
+
+// write renders the exposition for st.
+func (m *metrics) write(w io.Writer, model string, st schedStats) {
+	e := expo{w: w, labels: `model_name="` + escapeLabel(model) + `"`}
+	e.gauge("vllm:num_requests_running", "Number of requests in model execution batches.", float64(st.Running))
+	e.gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.", float64(st.Waiting))
+	e.gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", st.KV.usage())
+	e.counter("vllm:prefix_cache_queries_total", "Prefix cache queries, in terms of number of queried tokens.", m.prefixQueries.Load())
+	e.counter("vllm:prefix_cache_hits_total", "Prefix cache hits, in terms of number of cached tokens.", m.prefixHits.Load())
+	e.counter("vllm:prompt_tokens_total", "Number of prefill tokens processed.", m.promptTokens.Load())
+	e.counter("vllm:generation_tokens_total", "Number of generation tokens processed.", m.generationTokens.Load())
+
+	e.header("duet_sim_kv_blocks", "KV cache blocks by state.", "gauge")
+	for _, b := range []struct {
+		state string
+		n     int
+	}{{"referenced", st.KV.Referenced}, {"cached", st.KV.Cached}, {"free", st.KV.Free}} {
+		e.sample("duet_sim_kv_blocks", `state="`+b.state+`"`, float64(b.n))
+	}
+	e.gauge("duet_sim_kv_capacity_blocks", "KV cache capacity in blocks.", float64(st.KV.Capacity))
+	e.gauge("duet_sim_kv_pins", "Context-side KV handles waiting to be pulled.", float64(st.Pins))
+	e.counter("duet_sim_kv_pins_expired_total", "KV handles that expired before a pull.", m.pinsExpired.Load())
+	e.counter("duet_sim_kv_pulls_total", "KV handles pulled by generation workers.", m.pulls.Load())
+	e.counter("duet_sim_kv_transfer_tokens_total", "KV tokens pulled from context workers.", m.transferTokens.Load())
+	e.counter("duet_sim_kv_transfer_skipped_tokens_total", "KV tokens a pull did not transfer because this worker held them.", m.transferSkipped.Load())
+	e.counterF("duet_sim_kv_transfer_seconds_total", "Modelled KV transfer time.", float64(m.transferNanos.Load())/1e9)
+	e.counter("duet_sim_prefill_computed_tokens_total", "Uncached prompt tokens prefilled.", m.prefillTokens.Load())
+	e.counterF("duet_sim_prefill_seconds_total", "Modelled prefill compute time.", float64(m.prefillNanos.Load())/1e9)
+
+	e.header("duet_sim_requests_total", "Completion requests by phase and outcome.", "counter")
+	for p := range m.requests {
+		for o := range m.requests[p] {
+			e.sample("duet_sim_requests_total", `phase="`+phase(p).String()+`",outcome="`+outcomeNames[o]+`"`, float64(m.requests[p][o].Load()))
+		}
+	}
+	e.header("duet_sim_faults_injected_total", "Injected faults by kind.", "counter")
+	for k := range m.faults {
+		e.sample("duet_sim_faults_injected_total", `kind="`+faultNames[k]+`"`, float64(m.faults[k].Load()))
+	}
+}
+
+// expo writes Prometheus text format 0.0.4; every sample carries labels.
+type expo struct {
+	w      io.Writer
+	labels string
+}
+
+func (e expo) header(name, help, typ string) {
+	fmt.Fprintf(e.w, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, typ)
+}
+
+func (e expo) sample(name, extra string, v float64) {
+	l := e.labels
+	if extra != "" {
+		l += "," + extra
+	}
+	fmt.Fprintf(e.w, "%s{%s} %s\n", name, l, strconv.FormatFloat(v, 'g', -1, 64))
+}
+
+func (e expo) gauge(name, help string, v float64) {
+	e.header(name, help, "gauge")
+	e.sample(name, "", v)
+}
+
+func (e expo) counter(name, help string, v uint64) { e.counterF(name, help, float64(v)) }
+
+func (e expo) counterF(name, help string, v float64) {
+	e.header(name, help, "counter")
+	e.sample(name, "", v)
+}
+
+func escapeLabel(s string) string {
+	return strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`).Replace(s)
+}

@@ -1,0 +1,269 @@
+package sim
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/duet-serve/duet/proto/disagg"
+	"github.com/duet-serve/duet/proto/openai"
+	"github.com/duet-serve/duet/tokenizer"
+)
+
+type endpointKind int
+
+const (
+	kindChat endpointKind = iota
+	kindCompletion
+)
+
+// phase is what a request asks of this worker.
+type phase int
+
+const (
+	phaseAggregated phase = iota // prefill and decode here
+	phaseContext                 // prefill, first token, pin the KV for a pull
+	phaseGeneration              // pull the KV from a context worker, decode
+)
+
+var phaseNames = [...]string{"aggregated", "context", "generation"}
+
+func (p phase) String() string { return phaseNames[p] }
+
+// job is a validated completion request, copied out of the RequestCtx.
+type job struct {
+	kind      endpointKind
+	phase     phase
+	id        string // response id
+	requestID string // X-Request-Id, may be empty
+	model     string
+	stream    bool
+	usage     bool // stream_options.include_usage
+	prompt    []int
+	hashes    []uint64 // chained hashes of the prompt's full blocks
+	limit     int      // maximum output tokens
+	minTokens int
+	ignoreEOS bool
+	stop      []string
+	seed      *int64
+
+	// Disaggregation (see disagg.go).
+	params   *disagg.DisaggregatedParams // TensorRT-LLM request params, as received
+	remote   *remoteKV                   // generation phase: where the KV is
+	ctxUsage *openai.Usage               // TensorRT-LLM generation: usage the ctx worker saw
+}
+
+// chatBody and completionBody add the engine fields to the OpenAI requests.
+type chatBody struct {
+	openai.ChatRequest
+	engineFields
+}
+
+type completionBody struct {
+	openai.CompletionRequest
+	engineFields
+}
+
+type engineFields struct {
+	DisaggregatedParams *disagg.DisaggregatedParams `json:"disaggregated_params"`
+	KVTransferParams    *disagg.KVTransferParams    `json:"kv_transfer_params"`
+}
+
+// common is what both request kinds share after decoding.
+type common struct {
+	model                string
+	stream               bool
+	opts                 *openai.StreamOptions
+	maxTokens, minTokens *int
+	ignoreEOS            bool
+	stop                 []string
+	n                    *int
+	seed                 *int64
+}
+
+// parseJob decodes and validates a request body and tokenizes its prompt.
+// It changes no state.
+func (s *Server) parseJob(kind endpointKind, body []byte, requestID string) (*job, *httpError) {
+	if len(body) == 0 {
+		return nil, badRequest("", "request body is empty")
+	}
+	j := &job{kind: kind, requestID: requestID}
+	var c common
+	var ef engineFields
+	var herr *httpError
+	if kind == kindChat {
+		c, ef, herr = s.decodeChat(j, body)
+	} else {
+		c, ef, herr = s.decodeCompletion(j, body)
+	}
+	if herr != nil {
+		return nil, herr
+	}
+	if herr := s.applyCommon(j, c); herr != nil {
+		return nil, herr
+	}
+	if herr := s.classify(j, ef); herr != nil {
+		return nil, herr
+	}
+	j.hashes = tokenizer.BlockHashes(j.prompt, s.cfg.BlockSize)
+	j.id = s.responseID(kind, requestID)
+	return j, nil
+}
+
+func (s *Server) decodeChat(j *job, body []byte) (common, engineFields, *httpError) {
+	var r chatBody
+	if err := json.Unmarshal(body, &r); err != nil {
+		return common{}, engineFields{}, jsonError(err)
+	}
+	c := common{model: r.Model, stream: r.Stream, opts: r.StreamOptions, maxTokens: r.MaxTokens,
+		minTokens: r.MinTokens, ignoreEOS: r.IgnoreEOS, stop: r.Stop, n: r.N, seed: r.Seed}
+	if r.MaxCompletionTokens != nil {
+		c.maxTokens = r.MaxCompletionTokens // it wins over max_tokens
+	}
+	if herr := s.checkModel(r.Model); herr != nil {
+		return c, r.engineFields, herr
+	}
+	if len(r.Messages) == 0 {
+		return c, r.engineFields, badRequest("messages", "messages: required, must be a non-empty array")
+	}
+	msgs := make([]tokenizer.ChatMessage, len(r.Messages))
+	for i, m := range r.Messages {
+		if !validRoles[m.Role] {
+			return c, r.engineFields, badRequest(fmt.Sprintf("messages[%d].role", i),
+				"messages[%d].role: unknown role %q (valid: %s)", i, m.Role, roleList)
+		}
+		msgs[i] = tokenizer.ChatMessage{Role: m.Role, Name: m.Name, Content: m.Content.String(), ToolCalls: string(m.ToolCalls)}
+	}
+	if len(r.PromptTokenIDs) > 0 {
+		if herr := checkTokenIDs("prompt_token_ids", r.PromptTokenIDs); herr != nil {
+			return c, r.engineFields, herr
+		}
+		j.prompt = r.PromptTokenIDs
+	} else {
+		j.prompt = s.tok.EncodeChat(msgs)
+	}
+	return c, r.engineFields, nil
+}
+
+func (s *Server) decodeCompletion(j *job, body []byte) (common, engineFields, *httpError) {
+	var r completionBody
+	if err := json.Unmarshal(body, &r); err != nil {
+		return common{}, engineFields{}, jsonError(err)
+	}
+	c := common{model: r.Model, stream: r.Stream, opts: r.StreamOptions, maxTokens: r.MaxTokens,
+		minTokens: r.MinTokens, ignoreEOS: r.IgnoreEOS, stop: r.Stop, n: r.N, seed: r.Seed}
+	if herr := s.checkModel(r.Model); herr != nil {
+		return c, r.engineFields, herr
+	}
+	switch {
+	case r.Prompt.Kind == openai.PromptMissing:
+		return c, r.engineFields, badRequest("prompt", "prompt: required")
+	case r.Prompt.Batched():
+		return c, r.engineFields, badRequest("prompt", "prompt: batched prompts are not supported, send one prompt per request")
+	}
+	text, tokens, isTokens := r.Prompt.Single()
+	if isTokens {
+		if herr := checkTokenIDs("prompt", tokens); herr != nil {
+			return c, r.engineFields, herr
+		}
+		j.prompt = tokens
+	} else {
+		j.prompt = s.tok.Encode(text)
+	}
+	if len(j.prompt) == 0 {
+		return c, r.engineFields, badRequest("prompt", "prompt: must not be empty")
+	}
+	return c, r.engineFields, nil
+}
+
+func (s *Server) checkModel(model string) *httpError {
+	switch {
+	case model == "":
+		return badRequest("model", "model: required")
+	case model != s.cfg.Model:
+		return &httpError{status: http.StatusNotFound, param: "model", code: "model_not_found",
+			msg: fmt.Sprintf("The model `%s` does not exist (this worker serves `%s`).", model, s.cfg.Model)}
+	}
+	return nil
+}
+
+var validRoles = map[string]bool{"system": true, "developer": true, "user": true, "assistant": true, "tool": true, "function": true}
+
+const roleList = "system, developer, user, assistant, tool, function"
+
+func checkTokenIDs(param string, ids []int) *httpError {
+	for i, id := range ids {
+		if id < 0 || id > 1<<30 {
+			return badRequest(param, "%s[%d]: invalid token id %d", param, i, id)
+		}
+	}
+	return nil
+}
+
+// applyCommon validates the sampling fields and fills them into j.
+func (s *Server) applyCommon(j *job, c common) *httpError {
+	j.model, j.stream, j.ignoreEOS, j.seed = c.model, c.stream, c.ignoreEOS, c.seed
+	j.usage = c.opts != nil && c.opts.IncludeUsage
+	if c.n != nil && *c.n != 1 {
+		return badRequest("n", "n: only 1 is supported, got %d", *c.n)
+	}
+	room := s.cfg.MaxModelLen - len(j.prompt)
+	if room < 1 {
+		param := "messages"
+		if j.kind == kindCompletion {
+			param = "prompt"
+		}
+		return &httpError{status: http.StatusBadRequest, param: param, code: "context_length_exceeded",
+			msg: fmt.Sprintf("This model's maximum context length is %d tokens. However, your prompt has %d tokens.", s.cfg.MaxModelLen, len(j.prompt))}
+	}
+	if c.maxTokens != nil {
+		if *c.maxTokens < 1 {
+			return badRequest("max_tokens", "max_tokens: must be at least 1, got %d", *c.maxTokens)
+		}
+		if *c.maxTokens > room {
+			return &httpError{status: http.StatusBadRequest, param: "max_tokens", code: "context_length_exceeded",
+				msg: fmt.Sprintf("This model's maximum context length is %d tokens. However, you requested %d tokens (%d in the prompt, %d for the completion).",
+					s.cfg.MaxModelLen, len(j.prompt)+*c.maxTokens, len(j.prompt), *c.maxTokens)}
+		}
+		j.limit = *c.maxTokens
+	} else {
+		j.limit = min(s.cfg.DefaultMaxTokens, room)
+	}
+	if c.minTokens != nil {
+		if *c.minTokens < 0 {
+			return badRequest("min_tokens", "min_tokens: must be >= 0, got %d", *c.minTokens)
+		}
+		if *c.minTokens > j.limit {
+			return badRequest("min_tokens", "min_tokens: must be <= max_tokens (%d), got %d", j.limit, *c.minTokens)
+		}
+		j.minTokens = *c.minTokens
+	}
+	for i, st := range c.stop {
+		if len(st) > 1024 {
+			return badRequest("stop", "stop[%d]: longer than 1024 bytes", i)
+		}
+	}
+	j.stop = c.stop
+	return nil
+}
+
+// responseID returns "chatcmpl-…" or "cmpl-…", from X-Request-Id when the
+// client sent a usable one.
+func (s *Server) responseID(kind endpointKind, requestID string) string {
+	rid := requestID
+	if !usableRequestID(rid) {
+		rid = s.ids.requestID()
+	}
+	if kind == kindChat {
+		return "chatcmpl-" + rid
+	}
+	return "cmpl-" + rid
+}
+
+func usableRequestID(s string) bool {
+	if s == "" || len(s) > 128 {
+		return false
+	}
+	return !strings.ContainsFunc(s, func(r rune) bool { return r <= ' ' || r == '"' || r == '\\' || r > '~' })
+}

@@ -1,0 +1,186 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+)
+
+// Admission errors.
+var (
+	errQueueFull = errors.New("waiting queue is full")
+	errTooLarge  = errors.New("request needs more KV blocks than the cache holds")
+)
+
+// scheduler admits sequences: at most maxRunning run at once, each holding a
+// KV allocation for its prompt plus its maximum output; the rest wait in a
+// bounded FIFO queue (head-of-line, like vLLM's FCFS policy). It also holds
+// the context side's pinned allocations (see pins.go).
+type scheduler struct {
+	maxRunning int
+	maxWaiting int
+
+	// mu guards kv, waiting and pins, and serialises writes to running.
+	mu      sync.Mutex
+	kv      *kvCache
+	waiting []*waiter
+	pins    map[string]*pin
+
+	// running is the number of admitted sequences. It is written under mu
+	// and read lock-free by decode loops to compute the ITL.
+	running atomic.Int64
+}
+
+// admitSpec describes what a sequence needs from the KV cache.
+type admitSpec struct {
+	hashes      []uint64 // chained hashes of the prompt's full blocks
+	maxMatch    int      // most leading blocks that may come from the cache
+	totalBlocks int      // blocks for prompt plus maximum output
+}
+
+type waiter struct {
+	spec  admitSpec
+	ready chan struct{} // closed once lease is set
+	lease *lease
+}
+
+// lease is one admitted sequence: a running slot and a KV allocation. It
+// must end exactly once, by finish or by pin; later calls are no-ops.
+type lease struct {
+	s     *scheduler
+	alloc *kvAlloc
+	ended bool // guarded by s.mu
+}
+
+func newScheduler(cfg Config) *scheduler {
+	return &scheduler{
+		maxRunning: cfg.MaxNumSeqs,
+		maxWaiting: cfg.MaxWaiting,
+		kv:         newKVCache(cfg.KVCapacityBlocks, cfg.BlockSize),
+		pins:       make(map[string]*pin),
+	}
+}
+
+// admit returns a lease once the sequence may run. It fails at once with
+// errTooLarge when the cache could never hold the sequence and with
+// errQueueFull when it would have to wait behind a full queue; it returns
+// ctx.Err() when ctx ends while waiting. It blocks while waiting.
+func (s *scheduler) admit(ctx context.Context, spec admitSpec) (*lease, error) {
+	s.mu.Lock()
+	if spec.totalBlocks > s.kv.capacity() {
+		s.mu.Unlock()
+		return nil, errTooLarge
+	}
+	if len(s.waiting) == 0 && int(s.running.Load()) < s.maxRunning {
+		if l := s.tryStartLocked(spec); l != nil {
+			s.mu.Unlock()
+			return l, nil
+		}
+	}
+	if len(s.waiting) >= s.maxWaiting {
+		s.mu.Unlock()
+		return nil, errQueueFull
+	}
+	w := &waiter{spec: spec, ready: make(chan struct{})}
+	s.waiting = append(s.waiting, w)
+	s.mu.Unlock()
+
+	select {
+	case <-w.ready:
+		return w.lease, nil
+	case <-ctx.Done():
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if w.lease != nil { // admitted while we gave up
+		s.endLocked(w.lease, nil)
+		return nil, ctx.Err()
+	}
+	for i, x := range s.waiting {
+		if x == w {
+			s.waiting = append(s.waiting[:i], s.waiting[i+1:]...)
+			break
+		}
+	}
+	s.dispatchLocked() // the head may have changed
+	return nil, ctx.Err()
+}
+
+// tryStartLocked allocates and starts a sequence, or returns nil.
+func (s *scheduler) tryStartLocked(spec admitSpec) *lease {
+	a, ok := s.kv.allocate(spec.hashes, spec.maxMatch, spec.totalBlocks)
+	if !ok {
+		return nil
+	}
+	s.running.Add(1)
+	return &lease{s: s, alloc: a}
+}
+
+// dispatchLocked starts waiters in FIFO order while slots and blocks allow.
+func (s *scheduler) dispatchLocked() {
+	for len(s.waiting) > 0 && int(s.running.Load()) < s.maxRunning {
+		w := s.waiting[0]
+		l := s.tryStartLocked(w.spec)
+		if l == nil {
+			return
+		}
+		s.waiting[0] = nil
+		s.waiting = s.waiting[1:]
+		w.lease = l
+		close(w.ready)
+	}
+}
+
+// endLocked ends a lease: it registers hashes (prompt and output blocks,
+// nil for none), releases the blocks and the running slot, and starts
+// waiters.
+func (s *scheduler) endLocked(l *lease, hashes []uint64) {
+	if l.ended {
+		return
+	}
+	l.ended = true
+	s.kv.commit(l.alloc, hashes)
+	s.kv.release(l.alloc)
+	s.running.Add(-1)
+	s.dispatchLocked()
+}
+
+// matchedBlocks is how many leading blocks of the sequence were cache hits.
+func (l *lease) matchedBlocks() int { return l.alloc.matched }
+
+// commit registers hashes of the sequence's blocks now, while it keeps
+// running (a gen worker registers the prompt once its KV has arrived).
+func (l *lease) commit(hashes []uint64) {
+	l.s.mu.Lock()
+	defer l.s.mu.Unlock()
+	if !l.ended {
+		l.s.kv.commit(l.alloc, hashes)
+	}
+}
+
+// finish ends the sequence, registering hashes (nil for none).
+func (l *lease) finish(hashes []uint64) {
+	l.s.mu.Lock()
+	defer l.s.mu.Unlock()
+	l.s.endLocked(l, hashes)
+}
+
+// schedStats is a snapshot for metrics and tests.
+type schedStats struct {
+	Running int
+	Waiting int
+	Pins    int
+	KV      kvStats
+}
+
+func (s *scheduler) stats() schedStats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return schedStats{
+		Running: int(s.running.Load()),
+		Waiting: len(s.waiting),
+		Pins:    len(s.pins),
+		KV:      s.kv.stats(),
+	}
+}

@@ -63,7 +63,9 @@ func benchOrchestrator(b *testing.B, cfg Config) *Orchestrator {
 	pool := router.NewPool()
 	pool.Sync([]router.Member{{ID: "ctx", URL: url, Role: disagg.RoleContext, Healthy: true},
 		{ID: "gen", URL: url, Role: disagg.RoleGeneration, Healthy: true}})
-	r, _ := router.New(pool, router.PolicyLeastLoad)
+	rcfg := router.Defaults()
+	rcfg.Policy = router.PolicyLeastLoad
+	r, _ := router.New(pool, rcfg, nil)
 	tok, _ := tokenizer.New(tokenizer.Defaults())
 	o, err := New(Options{Config: cfg, Router: r, Tokenizer: tok, Log: zap.NewNop()})
 	if err != nil {

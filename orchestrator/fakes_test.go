@@ -117,7 +117,9 @@ func newHarness(t *testing.T, cfg Config, ctxs, gens []*fakeWorker) *harness {
 		ms = append(ms, router.Member{ID: fmt.Sprintf("gen-%d", i), URL: w.srv.URL, Role: disagg.RoleGeneration, Healthy: true})
 	}
 	pool.Sync(ms)
-	r, err := router.New(pool, router.PolicyRoundRobin)
+	rcfg := router.Defaults()
+	rcfg.Policy = router.PolicyRoundRobin
+	r, err := router.New(pool, rcfg, nil)
 	require.NoError(t, err)
 	tok, err := tokenizer.New(tokenizer.Defaults())
 	require.NoError(t, err)

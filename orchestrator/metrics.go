@@ -7,18 +7,20 @@ import (
 
 // metrics are duet's Prometheus series (prefix duet_).
 type metrics struct {
-	requests *prometheus.CounterVec
-	duration *prometheus.HistogramVec
-	ttft     *prometheus.HistogramVec
-	phase    *prometheus.HistogramVec
-	retries  *prometheus.CounterVec
-	events   prometheus.Counter
-	bytes    prometheus.Counter
+	requests   *prometheus.CounterVec
+	duration   *prometheus.HistogramVec
+	ttft       *prometheus.HistogramVec
+	phase      *prometheus.HistogramVec
+	retries    *prometheus.CounterVec
+	events     prometheus.Counter
+	bytes      prometheus.Counter
+	decisions  *prometheus.CounterVec
+	cacheError prometheus.Histogram
 }
 
 var latencyBuckets = []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120}
 
-func newMetrics(reg prometheus.Registerer, pool *router.Pool) (*metrics, error) {
+func newMetrics(reg prometheus.Registerer, r *router.Router) (*metrics, error) {
 	m := &metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "duet_requests_total",
 			Help: "Client requests by endpoint and HTTP status."}, []string{"endpoint", "status"}),
@@ -34,11 +36,17 @@ func newMetrics(reg prometheus.Registerer, pool *router.Pool) (*metrics, error) 
 			Help: "SSE events relayed from gen workers to clients."}),
 		bytes: prometheus.NewCounter(prometheus.CounterOpts{Name: "duet_relayed_bytes_total",
 			Help: "Bytes of SSE event data relayed to clients."}),
+		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "duet_route_decisions_total",
+			Help: "Routing decisions: sticky, implicit, new, repin, spill:<reason>, hash, fallback, or the policy name."}, []string{"decision"}),
+		cacheError: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "duet_router_cached_tokens_error",
+			Help:    "Per sticky turn: prompt tokens the router expected the ctx worker to hold minus the cached tokens it reported.",
+			Buckets: []float64{-4096, -512, -64, 0, 64, 512, 4096, 32768}}),
 	}
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.duration, m.ttft, m.phase, m.retries, m.events, m.bytes, &workerCollector{pool: pool}} {
+	for _, c := range []prometheus.Collector{m.requests, m.duration, m.ttft, m.phase, m.retries, m.events, m.bytes,
+		m.decisions, m.cacheError, &workerCollector{router: r}} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -46,9 +54,10 @@ func newMetrics(reg prometheus.Registerer, pool *router.Pool) (*metrics, error) 
 	return m, nil
 }
 
-// workerCollector reports every worker's load, in-flight leases and health
-// at scrape time, so workers that come and go need no bookkeeping.
-type workerCollector struct{ pool *router.Pool }
+// workerCollector reports every worker's load, in-flight leases, health and
+// pinned sessions, and the router's counters, at scrape time, so workers
+// that come and go need no bookkeeping.
+type workerCollector struct{ router *router.Router }
 
 var (
 	workerLoadDesc = prometheus.NewDesc("duet_worker_load_tokens",
@@ -57,16 +66,26 @@ var (
 		"Live leases (request phases) on a worker.", []string{"worker", "role"}, nil)
 	workerHealthyDesc = prometheus.NewDesc("duet_worker_healthy",
 		"1 when the worker passed its last health check.", []string{"worker", "role"}, nil)
+	workerSessionsDesc = prometheus.NewDesc("duet_worker_sessions",
+		"Conversations pinned to a worker.", []string{"worker", "role"}, nil)
+	sessionsDesc = prometheus.NewDesc("duet_router_sessions", "Live sessions in the router's table.", nil, nil)
+	breaksDesc   = prometheus.NewDesc("duet_router_affinity_breaks_total", "Session affinity lost, by reason: ttl, lru, worker_gone, spill, evicted.", []string{"reason"}, nil)
+	spillsDesc   = prometheus.NewDesc("duet_router_spills_total", "Requests sent away from an overloaded pinned worker, by reason.", []string{"reason"}, nil)
 )
 
 func (c *workerCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- workerLoadDesc
 	ch <- workerInFlightDesc
 	ch <- workerHealthyDesc
+	ch <- workerSessionsDesc
+	ch <- sessionsDesc
+	ch <- breaksDesc
+	ch <- spillsDesc
 }
 
 func (c *workerCollector) Collect(ch chan<- prometheus.Metric) {
-	for _, ep := range c.pool.All() {
+	sessions := c.router.SessionsPerWorker()
+	for _, ep := range c.router.Pool().All() {
 		role := string(ep.Role)
 		healthy := 0.0
 		if ep.Healthy() {
@@ -75,5 +94,13 @@ func (c *workerCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(workerLoadDesc, prometheus.GaugeValue, float64(ep.Load()), ep.ID, role)
 		ch <- prometheus.MustNewConstMetric(workerInFlightDesc, prometheus.GaugeValue, float64(ep.InFlight()), ep.ID, role)
 		ch <- prometheus.MustNewConstMetric(workerHealthyDesc, prometheus.GaugeValue, healthy, ep.ID, role)
+		ch <- prometheus.MustNewConstMetric(workerSessionsDesc, prometheus.GaugeValue, float64(sessions[ep.ID]), ep.ID, role)
+	}
+	ch <- prometheus.MustNewConstMetric(sessionsDesc, prometheus.GaugeValue, float64(c.router.Sessions()))
+	for _, b := range c.router.Stats().Breaks() {
+		ch <- prometheus.MustNewConstMetric(breaksDesc, prometheus.CounterValue, float64(b.Value), b.Reason)
+	}
+	for _, s := range c.router.Stats().Spills() {
+		ch <- prometheus.MustNewConstMetric(spillsDesc, prometheus.CounterValue, float64(s.Value), s.Reason)
 	}
 }

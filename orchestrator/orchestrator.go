@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/duet-serve/duet/orchestrator/protocol"
@@ -62,7 +63,7 @@ func New(o Options) (*Orchestrator, error) {
 	if o.AccessLog == nil {
 		o.AccessLog = o.Log
 	}
-	m, err := newMetrics(o.Registry, o.Router.Pool())
+	m, err := newMetrics(o.Registry, o.Router)
 	if err != nil {
 		return nil, err
 	}
@@ -72,6 +73,9 @@ func New(o Options) (*Orchestrator, error) {
 
 // Config returns the configuration in use.
 func (o *Orchestrator) Config() Config { return o.cfg }
+
+// Router returns the router in use.
+func (o *Orchestrator) Router() *router.Router { return o.router }
 
 // Handle serves one request: validation, routing, both phases, retries. It
 // never returns nil. A streaming Response must be relayed or closed.
@@ -100,8 +104,8 @@ func (o *Orchestrator) fail(t *trace, err error) *Response {
 // serve routes and runs attempts until one succeeds, the failure is not
 // retryable, or retries run out.
 func (o *Orchestrator) serve(req *Request, t *trace) (*Response, error) {
-	rr := &router.Request{SessionKey: req.SessionKey, PromptTokens: len(req.Tokens), MaxTokens: req.MaxTokens,
-		ExcludeCtx: map[string]bool{}, ExcludeGen: map[string]bool{}}
+	rr := &router.Request{SessionKey: req.SessionKey, RequestID: req.ID, Tokens: req.Tokens, Hashes: req.Hashes,
+		MaxTokens: req.MaxTokens, ExcludeCtx: map[string]bool{}, ExcludeGen: map[string]bool{}}
 	var last *workerError
 	for attempt := 0; attempt <= o.cfg.MaxRetries; attempt++ {
 		pair, err := o.router.Route(rr)
@@ -113,11 +117,15 @@ func (o *Orchestrator) serve(req *Request, t *trace) (*Response, error) {
 		}
 		t.attempts++
 		t.ctxWorker, t.genWorker, t.decision = pair.Ctx.Endpoint().ID, pair.Gen.Endpoint().ID, pair.Decision
+		t.pair, t.session, t.mintedSession = pair, pair.Session, pair.Minted
+		o.metrics.decisions.WithLabelValues(decisionLabel(pair.Decision)).Inc()
 		resp, err := o.attempt(req, pair, t)
 		if err == nil {
 			return resp, nil // resp owns the pair's leases now
 		}
 		pair.Release()
+		pair.Done(false, 0, -1)
+		t.pair = nil
 		var we *workerError
 		if !errors.As(err, &we) {
 			return nil, err
@@ -138,15 +146,30 @@ func (o *Orchestrator) serve(req *Request, t *trace) (*Response, error) {
 	return nil, last.clientError()
 }
 
+// decisionLabel bounds the decision label: spill reasons are kept, the
+// local/ctx-finished suffixes are not.
+func decisionLabel(d string) string {
+	if i := strings.IndexByte(d, '+'); i >= 0 {
+		return d[:i]
+	}
+	return d
+}
+
 // newInput builds the adapter input of one attempt: a fresh request id and
-// bootstrap room.
-func (o *Orchestrator) newInput(req *Request, ctxWorker *router.Endpoint) protocol.Input {
+// bootstrap room. The conversation id is the router's session (which may
+// have been found by prefix or minted).
+func (o *Orchestrator) newInput(req *Request, pair *router.Pair) protocol.Input {
+	ctxWorker := pair.Ctx.Endpoint()
+	conversation := req.SessionKey
+	if pair.Session != "" {
+		conversation = pair.Session
+	}
 	id := protocol.MinRequestID + o.rand()%(protocol.MaxRequestID-protocol.MinRequestID)
 	return protocol.Input{
 		Endpoint:       req.Endpoint,
 		Body:           req.Body,
 		RequestID:      id,
-		ConversationID: req.SessionKey,
+		ConversationID: conversation,
 		CtxWorker:      protocol.WorkerAddr{Host: hostOf(ctxWorker.URL)},
 		Room:           o.rand() % (protocol.MaxRoom + 1),
 	}

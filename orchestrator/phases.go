@@ -17,8 +17,8 @@ const (
 // attempt runs one try of a request on pair. On success the returned
 // Response owns the pair; on error the caller releases it.
 func (o *Orchestrator) attempt(req *Request, pair *router.Pair, t *trace) (*Response, error) {
-	in := o.newInput(req, pair.Ctx.Endpoint())
-	if pair.Same() || o.prefillLocally(req) {
+	in := o.newInput(req, pair)
+	if pair.Same() || o.prefillLocally(req, pair) {
 		pair.Ctx.Release() // no context phase: the gen worker prefills
 		t.decision += "+local"
 		return o.generate(req, pair, protocol.Request{Body: req.Body}, nil, t)
@@ -42,10 +42,12 @@ func (o *Orchestrator) attempt(req *Request, pair *router.Pair, t *trace) (*Resp
 	return o.generate(req, pair, genReq, &c, t)
 }
 
-// prefillLocally is conditional disaggregation: short prompts skip the
-// context phase.
-func (o *Orchestrator) prefillLocally(req *Request) bool {
-	return o.cfg.MaxLocalPrefillTokens > 0 && len(req.Tokens) <= o.cfg.MaxLocalPrefillTokens
+// prefillLocally is cache-aware conditional disaggregation: the context
+// phase is skipped when the gen worker is expected to hold all but at most
+// max_local_prefill_tokens of the prompt (a short new prompt, or a
+// continuation whose context the gen worker kept from the last turn).
+func (o *Orchestrator) prefillLocally(req *Request, pair *router.Pair) bool {
+	return o.cfg.MaxLocalPrefillTokens > 0 && len(req.Tokens)-pair.GenCached <= o.cfg.MaxLocalPrefillTokens
 }
 
 // contextPhase sends the context-only request and parses the handle.
@@ -71,7 +73,10 @@ func (o *Orchestrator) contextPhase(req *Request, ep *router.Endpoint, in protoc
 	if err != nil {
 		return protocol.Context{}, err
 	}
-	t.cachedTokens = c.CachedTokens
+	t.cachedTokens, t.ctxReported = c.CachedTokens, true
+	if pair := t.pair; pair != nil && pair.CtxCached > 0 {
+		o.metrics.cacheError.Observe(float64(pair.CtxCached - c.CachedTokens))
+	}
 	return c, nil
 }
 
@@ -111,10 +116,10 @@ func (o *Orchestrator) generate(req *Request, pair *router.Pair, r protocol.Requ
 		if rep.status != http.StatusOK {
 			return nil, &workerError{phase: phaseGeneration, worker: ep.ID, status: rep.status, body: rep.body}
 		}
-		body, cached := patchResponseUsage(rep.body, c)
+		body, u := patchResponseUsage(rep.body, c)
 		o.metrics.phase.WithLabelValues(phaseGeneration).Observe(o.now().Sub(start).Seconds())
 		pair.Release()
-		t.status, t.cachedTokens = http.StatusOK, cached
+		t.status, t.cachedTokens, t.outputTokens = http.StatusOK, u.CachedTokens(), u.CompletionTokens
 		t.ttft = o.now().Sub(t.start)
 		o.finish(t)
 		return &Response{Status: http.StatusOK, Body: body, Route: t.route()}, nil

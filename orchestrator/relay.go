@@ -46,12 +46,13 @@ type relay struct {
 	t     *trace
 	start time.Time
 
-	events   chan sseEvent
-	stop     chan struct{}
-	joined   sync.WaitGroup
-	first    sseEvent
-	finished bool // a finish_reason was seen
-	once     sync.Once
+	events        chan sseEvent
+	stop          chan struct{}
+	joined        sync.WaitGroup
+	first         sseEvent
+	finished      bool // a finish_reason was seen
+	contentEvents int  // events with text: the output token count when usage is absent
+	once          sync.Once
 }
 
 func newRelay(o *Orchestrator, req *Request, pair *router.Pair, st *stream, c *protocol.Context, t *trace, start time.Time) *relay {
@@ -114,6 +115,9 @@ func (rl *relay) abort() {
 // record releases the leases and logs the request once.
 func (rl *relay) record(status int, err error) {
 	rl.pair.Release()
+	if rl.t.outputTokens == 0 {
+		rl.t.outputTokens = rl.contentEvents
+	}
 	rl.t.status, rl.t.err = status, err
 	rl.o.metrics.phase.WithLabelValues(phaseGeneration).Observe(rl.o.now().Sub(rl.start).Seconds())
 	rl.o.finish(rl.t)
@@ -203,10 +207,15 @@ func (rl *relay) forward(w *bufio.Writer, data []byte) error {
 		rl.finished = true // the worker ended the stream with its own error; relay it
 	}
 	if bytes.Contains(data, []byte(`"usage":{`)) {
-		data, rl.t.cachedTokens = patchChunkUsage(data, rl.ctx)
+		var u openai.Usage
+		data, u = patchResponseUsage(data, rl.ctx)
+		rl.t.cachedTokens, rl.t.outputTokens = u.CachedTokens(), u.CompletionTokens
 	}
-	if rl.t.ttft == 0 && hasContent(data) {
-		rl.t.ttft = rl.o.now().Sub(rl.t.start)
+	if hasContent(data) {
+		if rl.t.ttft == 0 {
+			rl.t.ttft = rl.o.now().Sub(rl.t.start)
+		}
+		rl.contentEvents++
 	}
 	rl.t.events++
 	rl.t.bytes += len(data)

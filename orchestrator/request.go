@@ -40,8 +40,10 @@ type Request struct {
 	MaxTokens int
 	// SessionKey is the conversation id, "" when the request has none.
 	SessionKey string
-	// Tokens are the prompt's token ids as the workers will count them.
+	// Tokens are the prompt's token ids as the workers will count them;
+	// Hashes their chained block hashes at the router's block size.
 	Tokens []int
+	Hashes []uint64
 	// Body is the client's body without any internal field.
 	Body []byte
 }
@@ -94,6 +96,7 @@ func (o *Orchestrator) parse(in Incoming) (*Request, error) {
 	if req.Body, err = stripInternalFields(in.Body); err != nil {
 		return nil, badRequest("", "request body must be a JSON object")
 	}
+	req.Hashes = tokenizer.BlockHashes(req.Tokens, o.router.BlockSize())
 	return req, nil
 }
 

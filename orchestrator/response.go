@@ -9,6 +9,9 @@ import (
 // Route says which workers served a request, for response headers.
 type Route struct {
 	Ctx, Gen, Decision string
+	// MintedSession is the session id duet made up for a request that had
+	// none; the client gets it in X-Session-ID to keep affinity.
+	MintedSession string
 }
 
 // Response is the outcome of Handle: either a complete body (Body, with

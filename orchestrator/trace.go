@@ -1,10 +1,12 @@
 package orchestrator
 
 import (
+	"net/http"
 	"strconv"
 	"time"
 
 	"github.com/duet-serve/duet/orchestrator/protocol"
+	"github.com/duet-serve/duet/router"
 	"go.uber.org/zap"
 )
 
@@ -24,14 +26,34 @@ type trace struct {
 	ttft         time.Duration
 	events       int
 	bytes        int
+	outputTokens int
+	ctxReported  bool // a context phase reported cachedTokens
 	status       int
 	err          error
+	// pair is the routing decision of the attempt that answered; nil when
+	// none did. mintedSession says its session id was made up by duet.
+	pair          *router.Pair
+	mintedSession bool
 }
 
-func (t *trace) route() Route { return Route{Ctx: t.ctxWorker, Gen: t.genWorker, Decision: t.decision} }
+func (t *trace) route() Route {
+	r := Route{Ctx: t.ctxWorker, Gen: t.genWorker, Decision: t.decision}
+	if t.mintedSession {
+		r.MintedSession = t.session
+	}
+	return r
+}
 
 // finish records a finished request: metrics and one access log line.
 func (o *Orchestrator) finish(t *trace) {
+	if t.pair != nil {
+		reported := -1
+		if t.ctxReported {
+			reported = t.cachedTokens
+		}
+		t.pair.Done(t.status == http.StatusOK, t.outputTokens, reported)
+		t.pair = nil
+	}
 	total := o.now().Sub(t.start)
 	ep := t.endpoint.String()
 	o.metrics.requests.WithLabelValues(ep, strconv.Itoa(t.status)).Inc()
@@ -45,7 +67,7 @@ func (o *Orchestrator) finish(t *trace) {
 		zap.String("request_id", t.id), zap.String("endpoint", ep), zap.Int("status", t.status),
 		zap.String("session", t.session), zap.String("ctx", t.ctxWorker), zap.String("gen", t.genWorker),
 		zap.String("decision", t.decision), zap.Int("attempts", t.attempts),
-		zap.Int("prompt_tokens", t.promptTokens), zap.Int("cached_tokens", t.cachedTokens),
+		zap.Int("prompt_tokens", t.promptTokens), zap.Int("cached_tokens", t.cachedTokens), zap.Int("output_tokens", t.outputTokens),
 		zap.Duration("ctx_time", t.ctxDur), zap.Duration("ttft", t.ttft), zap.Duration("total", total),
 	}
 	if t.err != nil {

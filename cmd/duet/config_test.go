@@ -41,7 +41,7 @@ func TestConfigErrorsNameTheKey(t *testing.T) {
 		{"unknown top-level", "sever: {port: 1}\n", "config: unknown key sever.port (valid keys in top level: fleet, log, orchestrator, router, server, sim, tokenizer)"},
 		{"unknown nested", "server: {prot: 1}\n", "config: unknown key server.prot (valid keys in server: host, idle_timeout, max_body_bytes, max_concurrency, max_header_bytes, port, read_timeout)"},
 		{"camelCase", "server: {maxBodyBytes: 1}\n", "unknown key server.maxbodybytes"},
-		{"bad enum", "router: {policy: random}\n", `config: router.policy: unknown policy "random" (valid: round-robin, least-load)`},
+		{"bad enum", "router: {policy: random}\n", `config: router.policy: unknown policy "random" (valid: conversation, round-robin, least-load, consistent-hash, kv-aware)`},
 		{"bad protocol", "orchestrator: {protocol: grpc}\n", `config: orchestrator.protocol: unknown protocol "grpc" (valid: trtllm, vllm, sglang)`},
 		{"bad log level", "log: {level: loud}\n", `config: log.level: unknown level "loud" (valid: debug, info, warn, error)`},
 		{"wrong type", "server: {port: many}\n", "server.port"},

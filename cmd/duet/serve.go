@@ -80,7 +80,7 @@ func runServe(ctx context.Context, cfg Config, log *zap.Logger) error {
 }
 
 func buildFrontend(cfg Config, log *zap.Logger, tok *tokenizer.Tokenizer, pool *router.Pool, fleet *workers.Fleet) (*frontend.Server, net.Listener, error) {
-	rt, err := router.New(pool, cfg.Router.Policy)
+	rt, err := router.New(pool, cfg.Router, nil)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -134,6 +134,9 @@ func setRouteHeaders(ctx *fasthttp.RequestCtx, r orchestrator.Route) {
 	if r.Gen != "" {
 		ctx.Response.Header.Set("X-Duet-Gen-Worker", r.Gen)
 	}
+	if r.MintedSession != "" {
+		ctx.Response.Header.Set("X-Session-ID", r.MintedSession)
+	}
 }
 
 // requestID honours a sane client X-Request-ID, else mints one.
@@ -182,15 +185,19 @@ type workerInfo struct {
 	Draining   bool   `json:"draining"`
 	LoadTokens int64  `json:"load_tokens"`
 	InFlight   int64  `json:"inflight"`
+	Sessions   int    `json:"sessions"`
 }
 
 func (s *Server) clusterInfo(ctx *fasthttp.RequestCtx) {
+	rt := s.opts.Orchestrator.Router()
+	sessions := rt.SessionsPerWorker()
 	var workers []workerInfo
 	for _, ep := range s.opts.Pool.All() {
 		workers = append(workers, workerInfo{ID: ep.ID, URL: ep.URL, Role: string(ep.Role), Healthy: ep.Healthy(),
-			Draining: ep.Draining(), LoadTokens: ep.Load(), InFlight: ep.InFlight()})
+			Draining: ep.Draining(), LoadTokens: ep.Load(), InFlight: ep.InFlight(), Sessions: sessions[ep.ID]})
 	}
-	info := map[string]any{"workers": workers, "protocol": s.opts.Orchestrator.Config().Protocol}
+	info := map[string]any{"workers": workers, "protocol": s.opts.Orchestrator.Config().Protocol,
+		"policy": rt.Policy(), "sessions": rt.Sessions()}
 	if s.opts.Fleet != nil {
 		info["fleet"] = s.opts.Fleet()
 	}

@@ -1,0 +1,139 @@
+package loadgen
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptrace"
+	"strings"
+	"sync/atomic"
+	"time"
+)
+
+// Client sends benchmark requests to one OpenAI-compatible endpoint and
+// times them. It is safe for concurrent use.
+type Client struct {
+	hc    *http.Client
+	url   string
+	cfg   Config
+	epoch time.Time // base of the atomically stored trace times
+}
+
+// NewClient returns a client for cfg's endpoint. A nil hc gets a transport
+// with keep-alive connections for maxConns parallel streams and no
+// timeouts of its own (Config.RequestTimeout bounds each request).
+func NewClient(cfg Config, hc *http.Client, maxConns int) *Client {
+	if hc == nil {
+		hc = &http.Client{Transport: NewTransport(maxConns)}
+	}
+	cfg = cfg.withDefaults()
+	return &Client{hc: hc, url: cfg.URL + cfg.endpointPath(), cfg: cfg, epoch: time.Now()}
+}
+
+// NewTransport returns an HTTP/1.1 transport that keeps up to maxConns
+// idle connections per host and never compresses.
+func NewTransport(maxConns int) *http.Transport {
+	return &http.Transport{
+		DialContext:         (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:        0,
+		MaxIdleConnsPerHost: max(maxConns, 16),
+		IdleConnTimeout:     90 * time.Second,
+		DisableCompression:  true,
+	}
+}
+
+// do sends one request and reads its whole answer. ctx cancels it (the
+// exchange is then marked cancelled); cfg.RequestTimeout bounds it.
+func (c *Client) do(ctx context.Context, body []byte, requestID, sessionID string) *exchange {
+	ex := &exchange{}
+	rctx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
+	defer cancel()
+	var wrote, ack atomic.Int64 // ns since c.epoch, 0 = not yet
+	trace := &httptrace.ClientTrace{
+		WroteRequest:         func(httptrace.WroteRequestInfo) { wrote.Store(c.since()) },
+		GotFirstResponseByte: func() { ack.Store(c.since()) },
+	}
+	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(rctx, trace), http.MethodPost, c.url, bytes.NewReader(body))
+	if err != nil {
+		ex.err = newError(ErrConnection, "%v", err)
+		return ex
+	}
+	c.setHeaders(req.Header, requestID, sessionID)
+	attempt := time.Now()
+	classify := func(err error) *ErrorDetails { return c.classify(ctx, rctx, err, ex) }
+	resp, err := c.hc.Do(req)
+	ex.start = c.at(wrote.Load(), attempt)
+	if err != nil {
+		ex.end = time.Now()
+		ex.err = classify(err)
+		return ex
+	}
+	defer resp.Body.Close()
+	ex.ack = c.at(ack.Load(), time.Time{})
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		ex.end = time.Now()
+		ex.err = statusError(resp.StatusCode, b)
+		return ex
+	}
+	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		readStream(resp.Body, time.Now, ex, classify)
+	} else {
+		readBody(resp.Body, time.Now, ex, classify)
+	}
+	if ex.err == nil && ex.chunks == 0 {
+		ex.err = newError(ErrEmptyResponse, "the answer has no content (finish_reason %q)", ex.finish)
+	}
+	return ex
+}
+
+func (c *Client) setHeaders(h http.Header, requestID, sessionID string) {
+	h.Set("Content-Type", "application/json")
+	h.Set("User-Agent", "duet-bench")
+	if c.cfg.Streaming {
+		h.Set("Accept", "text/event-stream")
+	}
+	if c.cfg.APIKey != "" {
+		h.Set("Authorization", "Bearer "+c.cfg.APIKey)
+	}
+	h.Set("X-Request-ID", requestID)
+	if c.cfg.SessionHeader != "none" && sessionID != "" {
+		h.Set(c.cfg.SessionHeader, sessionID)
+		if !c.cfg.NoAffinityHeader {
+			h.Set(AffinityHeader, sessionID)
+		}
+	}
+	for _, hd := range c.cfg.Headers {
+		h.Set(hd.Name, hd.Value)
+	}
+}
+
+// classify turns a transport or read error into an ErrorDetails: the run
+// being stopped is a cancellation, the request's own deadline a timeout.
+func (c *Client) classify(parent, rctx context.Context, err error, ex *exchange) *ErrorDetails {
+	switch {
+	case parent.Err() != nil:
+		ex.cancelled = true
+		code := 499
+		return &ErrorDetails{Code: &code, Type: ErrCancelled, Message: "request cancelled when the benchmark stopped"}
+	case errors.Is(rctx.Err(), context.DeadlineExceeded):
+		return newError(ErrTimeout, "no complete answer within %s", c.cfg.RequestTimeout)
+	case ex.ack.IsZero():
+		return newError(ErrConnection, "%v", err)
+	default:
+		return newError(ErrRead, "%v", err)
+	}
+}
+
+func (c *Client) since() int64 { return max(1, int64(time.Since(c.epoch))) }
+
+// at converts a stored trace time back, or returns fallback when unset.
+func (c *Client) at(ns int64, fallback time.Time) time.Time {
+	if ns == 0 {
+		return fallback
+	}
+	return c.epoch.Add(time.Duration(ns))
+}

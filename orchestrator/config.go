@@ -92,6 +92,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("max_retries: must be >= 0, got %d", c.MaxRetries)
 	case c.MaxLocalPrefillTokens < 0:
 		return fmt.Errorf("max_local_prefill_tokens: must be >= 0, got %d", c.MaxLocalPrefillTokens)
+	case c.MaxLocalPrefillTokens > 0 && c.Protocol == "sglang":
+		return fmt.Errorf("max_local_prefill_tokens: must be 0 with protocol sglang (SGLang decode workers cannot prefill locally)")
 	case c.DefaultMaxTokens < 1:
 		return fmt.Errorf("default_max_tokens: must be >= 1, got %d", c.DefaultMaxTokens)
 	case c.MaxConnsPerWorker < 1:

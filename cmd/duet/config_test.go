@@ -43,6 +43,7 @@ func TestConfigErrorsNameTheKey(t *testing.T) {
 		{"camelCase", "server: {maxBodyBytes: 1}\n", "unknown key server.maxbodybytes"},
 		{"bad enum", "router: {policy: random}\n", `config: router.policy: unknown policy "random" (valid: conversation, round-robin, least-load, consistent-hash, kv-aware)`},
 		{"bad protocol", "orchestrator: {protocol: grpc}\n", `config: orchestrator.protocol: unknown protocol "grpc" (valid: trtllm, vllm, sglang)`},
+		{"sglang local prefill", "orchestrator: {protocol: sglang, max_local_prefill_tokens: 10}\n", "orchestrator.max_local_prefill_tokens: must be 0 with protocol sglang"},
 		{"bad log level", "log: {level: loud}\n", `config: log.level: unknown level "loud" (valid: debug, info, warn, error)`},
 		{"wrong type", "server: {port: many}\n", "server.port"},
 		{"bad duration", "orchestrator: {context_timeout: soon}\n", "context_timeout"},

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/duet-serve/duet/router"
 	"github.com/duet-serve/duet/workers"
@@ -54,20 +55,11 @@ func servedModels(cfg Config) []string {
 		if m == "" {
 			m = cfg.Sim.Model
 		}
-		if !contains(out, m) {
+		if !slices.Contains(out, m) {
 			out = append(out, m)
 		}
 	}
 	return out
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }
 
 // checkSimProtocol rejects a sim fleet behind a protocol the sim cannot

@@ -5,9 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 	"text/tabwriter"
 
 	"github.com/duet-serve/duet/workers"
@@ -34,18 +32,9 @@ SIGTERM, then stops them all. --dry-run prints the exact commands, environment
 and generated files instead of starting anything.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := loadConfig(a.v, a.configFile, nil)
-			if err != nil {
-				return err
-			}
-			log, err := newLogger(cfg.Log)
-			if err != nil {
-				return err
-			}
-			defer func() { _ = log.Sync() }()
-			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
-			defer stop()
-			return runLaunch(ctx, cmd.OutOrStdout(), cfg, f, log)
+			return a.runWith(cmd, nil, func(ctx context.Context, cfg Config, log *zap.Logger) error {
+				return runLaunch(ctx, cmd.OutOrStdout(), cfg, f, log)
+			})
 		},
 	}
 	fs := cmd.Flags()

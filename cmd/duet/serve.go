@@ -3,9 +3,7 @@ package main
 import (
 	"context"
 	"net"
-	"os/signal"
 	"strconv"
-	"syscall"
 	"time"
 
 	"github.com/duet-serve/duet/configs"
@@ -29,23 +27,7 @@ serves OpenAI chat/completions and completions on server.host:server.port.
 Without --config it runs the embedded quickstart: 2 ctx + 2 gen simulated
 workers and the frontend on 127.0.0.1:8000.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := loadConfig(a.v, a.configFile, configs.Quickstart)
-			if err != nil {
-				return err
-			}
-			if err := checkSimProtocol(cfg); err != nil {
-				return err
-			}
-			log, err := newLogger(cfg.Log)
-			if err != nil {
-				return err
-			}
-			defer func() { _ = log.Sync() }()
-			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
-			defer stop()
-			return runServe(ctx, cfg, log)
-		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return a.runWith(cmd, configs.Quickstart, runServe) },
 	}
 	bindSectionFlags(cmd.Flags(), a.v, "server", frontend.Defaults(), "")
 	bindSectionFlags(cmd.Flags(), a.v, "router", router.Defaults(), "")
@@ -53,6 +35,9 @@ workers and the frontend on 127.0.0.1:8000.`,
 }
 
 func runServe(ctx context.Context, cfg Config, log *zap.Logger) error {
+	if err := checkSimProtocol(cfg); err != nil {
+		return err
+	}
 	tok, err := tokenizer.New(cfg.Tokenizer)
 	if err != nil {
 		return err

@@ -1,10 +1,9 @@
 package main
 
 import (
+	"context"
 	"net"
-	"os/signal"
 	"strconv"
-	"syscall"
 
 	"github.com/duet-serve/duet/tokenizer"
 	"github.com/duet-serve/duet/workers/sim"
@@ -20,24 +19,13 @@ func newSimCmd(a *app) *cobra.Command {
 model, prefill and decode timing, and the engines' disaggregation protocols.
 Every sim.* config key is also a flag; --time-scale shrinks all modelled times.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := loadConfig(a.v, a.configFile, nil)
-			if err != nil {
-				return err
-			}
-			log, err := newLogger(cfg.Log)
-			if err != nil {
-				return err
-			}
-			defer func() { _ = log.Sync() }()
-			return runSim(cmd, cfg, log)
-		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return a.runWith(cmd, nil, runSim) },
 	}
 	bindSectionFlags(cmd.Flags(), a.v, "sim", sim.Defaults(), "")
 	return cmd
 }
 
-func runSim(cmd *cobra.Command, cfg Config, log *zap.Logger) error {
+func runSim(ctx context.Context, cfg Config, log *zap.Logger) error {
 	tok, err := tokenizer.New(cfg.Tokenizer)
 	if err != nil {
 		return err
@@ -50,8 +38,6 @@ func runSim(cmd *cobra.Command, cfg Config, log *zap.Logger) error {
 	if err != nil {
 		return err
 	}
-	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
 	log.Info("sim worker listening", zap.String("addr", ln.Addr().String()),
 		zap.String("role", cfg.Sim.Role), zap.String("protocol", cfg.Sim.Protocol), zap.String("model", cfg.Sim.Model))
 	return srv.Serve(ctx, ln)

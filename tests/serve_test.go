@@ -29,6 +29,7 @@ type serveOptions struct {
 	simArgs    string // extra YAML list items for both pools' args
 	ctxArgs    string // extra YAML list items for the ctx pool only
 	extra      string // extra orchestrator keys
+	adminToken string
 }
 
 func startServe(t *testing.T, o serveOptions) *deployment {
@@ -47,7 +48,7 @@ func startServe(t *testing.T, o serveOptions) *deployment {
 	args := `"--time-scale", "0.02", "--kv-transfer-timeout", "10s"` + o.simArgs
 	cfg := fmt.Sprintf(`
 log: {level: info}
-server: {host: 127.0.0.1, port: %d}
+server: {host: 127.0.0.1, port: %d, admin_token: "%s"}
 orchestrator:
   protocol: %s
   context_timeout: 10s
@@ -74,7 +75,7 @@ fleet:
     start_timeout: 60s
     args: [%s]
     restart: {delay: 100ms, max_delay: 500ms}
-`, port, o.protocol, o.extra, o.policy, t.TempDir(), o.nCtx, ctxBase, args, o.ctxArgs, o.nGen, genBase, args)
+`, port, o.adminToken, o.protocol, o.extra, o.policy, t.TempDir(), o.nCtx, ctxBase, args, o.ctxArgs, o.nGen, genBase, args)
 	path := writeFile(t, "duet.yaml", cfg)
 	p := startDuet(t, "serve", "--config", path)
 	d := &deployment{url: fmt.Sprintf("http://127.0.0.1:%d", port), proc: p}

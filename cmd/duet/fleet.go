@@ -19,11 +19,11 @@ func members(ws []workers.Worker) []router.Member {
 	return out
 }
 
-// syncPool keeps pool equal to the fleet until ctx is done; done is closed
-// when the goroutine has returned.
-func syncPool(ctx context.Context, fleet *workers.Fleet, pool *router.Pool) (done <-chan struct{}) {
+// syncPool keeps the membership's fleet part equal to the fleet until ctx
+// is done; done is closed when the goroutine has returned.
+func syncPool(ctx context.Context, fleet *workers.Fleet, m *membership) (done <-chan struct{}) {
 	changes, unsubscribe := fleet.Subscribe()
-	pool.Sync(members(fleet.Snapshot()))
+	m.setFleet(members(fleet.Snapshot()))
 	d := make(chan struct{})
 	go func() {
 		defer close(d)
@@ -36,7 +36,7 @@ func syncPool(ctx context.Context, fleet *workers.Fleet, pool *router.Pool) (don
 				if !ok { // the fleet stopped
 					return
 				}
-				pool.Sync(members(fleet.Snapshot()))
+				m.setFleet(members(fleet.Snapshot()))
 			}
 		}
 	}()

@@ -51,11 +51,13 @@ func runServe(ctx context.Context, cfg Config, log *zap.Logger) error {
 		return err
 	}
 	pool := router.NewPool()
+	members := newMembership(pool, "/health", cfg.Fleet.HealthTimeout)
 	syncCtx, cancelSync := context.WithCancel(ctx)
 	defer cancelSync()
-	syncDone := syncPool(syncCtx, fleet, pool)
-	defer func() { cancelSync(); <-syncDone }()
-	srv, ln, err := buildFrontend(cfg, log, tok, pool, fleet)
+	syncDone := syncPool(syncCtx, fleet, members)
+	healthDone := members.runHealth(syncCtx, cfg.Fleet.HealthInterval)
+	defer func() { cancelSync(); <-syncDone; <-healthDone }()
+	srv, ln, err := buildFrontend(cfg, log, tok, pool, fleet, members)
 	if err != nil {
 		return err
 	}
@@ -64,7 +66,7 @@ func runServe(ctx context.Context, cfg Config, log *zap.Logger) error {
 	return srv.Serve(ctx, ln)
 }
 
-func buildFrontend(cfg Config, log *zap.Logger, tok *tokenizer.Tokenizer, pool *router.Pool, fleet *workers.Fleet) (*frontend.Server, net.Listener, error) {
+func buildFrontend(cfg Config, log *zap.Logger, tok *tokenizer.Tokenizer, pool *router.Pool, fleet *workers.Fleet, admin frontend.Admin) (*frontend.Server, net.Listener, error) {
 	rt, err := router.New(pool, cfg.Router, nil)
 	if err != nil {
 		return nil, nil, err
@@ -79,7 +81,7 @@ func buildFrontend(cfg Config, log *zap.Logger, tok *tokenizer.Tokenizer, pool *
 		return nil, nil, err
 	}
 	srv, err := frontend.New(frontend.Options{Config: cfg.Server, Orchestrator: orch, Pool: pool, Gatherer: reg,
-		Log: log, Version: versionString(), Fleet: func() any { return fleet.Snapshot() }})
+		Log: log, Version: versionString(), Fleet: func() any { return fleet.Snapshot() }, Admin: admin})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -24,6 +24,10 @@ type Config struct {
 	IdleTimeout time.Duration `mapstructure:"idle_timeout" help:"keep-alive idle timeout"`
 	// MaxConcurrency bounds concurrent connections served (default 16384).
 	MaxConcurrency int `mapstructure:"max_concurrency" help:"concurrent connections served"`
+	// AdminToken enables the admin API (/admin/workers) for requests with
+	// "Authorization: Bearer <token>" (default "": disabled). Prefer the
+	// DUET_SERVER_ADMIN_TOKEN environment variable to a file.
+	AdminToken string `mapstructure:"admin_token"`
 }
 
 // Defaults returns the default configuration.

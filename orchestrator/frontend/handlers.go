@@ -7,6 +7,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/duet-serve/duet/orchestrator"
@@ -33,6 +34,8 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 		s.completion(ctx, method, protocol.EndpointChat)
 	case path == "/v1/completions":
 		s.completion(ctx, method, protocol.EndpointCompletions)
+	case path == adminPrefix || strings.HasPrefix(path, adminPrefix+"/"):
+		s.admin(ctx, path, method)
 	case !getRoutes[path] || (path == "/metrics" && s.metrics == nil):
 		writeError(ctx, &orchestrator.Error{Status: http.StatusNotFound, Message: "no route " + path})
 	case method != fasthttp.MethodGet && method != fasthttp.MethodHead:

@@ -28,6 +28,9 @@ type Options struct {
 	// Fleet, when set, adds the fleet's view (processes, restarts) to
 	// /cluster_info.
 	Fleet func() any
+	// Admin serves the admin API when Config.AdminToken is set; nil
+	// disables it.
+	Admin Admin
 }
 
 // Server is the HTTP frontend.

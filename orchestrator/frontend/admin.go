@@ -1,0 +1,119 @@
+package frontend
+
+import (
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+
+	"github.com/duet-serve/duet/orchestrator"
+	"github.com/duet-serve/duet/proto/disagg"
+	"github.com/duet-serve/duet/router"
+	"github.com/valyala/fasthttp"
+)
+
+// Admin changes the set of workers the router uses. Implementations are
+// safe for concurrent use.
+type Admin interface {
+	// AddWorker adds a pre-launched worker; ErrConflict when the ID exists.
+	AddWorker(m router.Member) error
+	// RemoveWorker takes a worker out of routing; ErrNotFound when unknown.
+	RemoveWorker(id string) error
+	// SetDraining stops or resumes new work to a worker; ErrNotFound when
+	// unknown.
+	SetDraining(id string, draining bool) error
+}
+
+// Errors an Admin wraps, mapped to 409 and 404.
+var (
+	ErrConflict = errors.New("conflict")
+	ErrNotFound = errors.New("not found")
+)
+
+const adminPrefix = "/admin/workers"
+
+// admin serves:
+//
+//	GET    /admin/workers             the workers (as /cluster_info)
+//	POST   /admin/workers             {"id","url","role"}: add a pre-launched worker
+//	DELETE /admin/workers/{id}        remove a worker from routing
+//	POST   /admin/workers/{id}/drain  stop new work to it (/undrain resumes)
+//
+// with "Authorization: Bearer <server.admin_token>". Without a token
+// configured the routes do not exist (404).
+func (s *Server) admin(ctx *fasthttp.RequestCtx, path, method string) {
+	if s.opts.Config.AdminToken == "" || s.opts.Admin == nil {
+		writeError(ctx, &orchestrator.Error{Status: http.StatusNotFound, Message: "no route " + path + " (the admin API is disabled: set server.admin_token)"})
+		return
+	}
+	if !s.authorized(ctx) {
+		ctx.Response.Header.Set("WWW-Authenticate", "Bearer")
+		writeError(ctx, &orchestrator.Error{Status: http.StatusUnauthorized, Message: "missing or wrong bearer token"})
+		return
+	}
+	rest := strings.Trim(strings.TrimPrefix(path, adminPrefix), "/")
+	id, action, _ := strings.Cut(rest, "/")
+	var err error
+	switch {
+	case rest == "" && method == fasthttp.MethodGet:
+		s.clusterInfo(ctx)
+		return
+	case rest == "" && method == fasthttp.MethodPost:
+		err = s.addWorker(ctx.PostBody())
+	case id != "" && action == "" && method == fasthttp.MethodDelete:
+		err = s.opts.Admin.RemoveWorker(id)
+	case id != "" && (action == "drain" || action == "undrain") && method == fasthttp.MethodPost:
+		err = s.opts.Admin.SetDraining(id, action == "drain")
+	default:
+		writeError(ctx, &orchestrator.Error{Status: http.StatusNotFound, Message: "no admin route " + method + " " + path})
+		return
+	}
+	if err != nil {
+		writeError(ctx, adminError(err))
+		return
+	}
+	writeJSON(ctx, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+func (s *Server) authorized(ctx *fasthttp.RequestCtx) bool {
+	got, ok := strings.CutPrefix(string(ctx.Request.Header.Peek("Authorization")), "Bearer ")
+	return ok && subtle.ConstantTimeCompare([]byte(got), []byte(s.opts.Config.AdminToken)) == 1
+}
+
+// addRequest is the POST /admin/workers body.
+type addRequest struct {
+	ID   string `json:"id"`
+	URL  string `json:"url"`
+	Role string `json:"role"`
+}
+
+func (s *Server) addWorker(body []byte) error {
+	var a addRequest
+	if err := json.Unmarshal(body, &a); err != nil {
+		return &orchestrator.Error{Status: http.StatusBadRequest, Message: "body must be {\"id\",\"url\",\"role\"}: " + err.Error()}
+	}
+	role, err := disagg.ParseRole(a.Role)
+	switch {
+	case a.ID == "" || strings.ContainsAny(a.ID, "/ "):
+		return &orchestrator.Error{Status: http.StatusBadRequest, Param: "id", Message: "id must be non-empty without '/' or spaces"}
+	case !strings.HasPrefix(a.URL, "http://") && !strings.HasPrefix(a.URL, "https://"):
+		return &orchestrator.Error{Status: http.StatusBadRequest, Param: "url", Message: "url must start with http:// or https://"}
+	case err != nil:
+		return &orchestrator.Error{Status: http.StatusBadRequest, Param: "role", Message: "role: " + err.Error()}
+	}
+	return s.opts.Admin.AddWorker(router.Member{ID: a.ID, URL: strings.TrimRight(a.URL, "/"), Role: role})
+}
+
+func adminError(err error) *orchestrator.Error {
+	var e *orchestrator.Error
+	switch {
+	case errors.As(err, &e):
+		return e
+	case errors.Is(err, ErrConflict):
+		return &orchestrator.Error{Status: http.StatusConflict, Message: err.Error()}
+	case errors.Is(err, ErrNotFound):
+		return &orchestrator.Error{Status: http.StatusNotFound, Message: err.Error()}
+	}
+	return &orchestrator.Error{Status: http.StatusInternalServerError, Message: err.Error()}
+}

@@ -31,7 +31,9 @@ var ErrNoWorker = errors.New("no available worker")
 // NoWorkerError says which phase had no worker.
 type NoWorkerError struct{ Role disagg.Role }
 
-func (e *NoWorkerError) Error() string { return fmt.Sprintf("%v for the %s phase", ErrNoWorker, e.Role) }
+func (e *NoWorkerError) Error() string {
+	return fmt.Sprintf("%v for the %s phase", ErrNoWorker, e.Role)
+}
 
 // Unwrap makes errors.Is(err, ErrNoWorker) true.
 func (e *NoWorkerError) Unwrap() error { return ErrNoWorker }

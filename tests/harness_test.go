@@ -41,43 +41,65 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// freePorts returns n distinct free loopback ports.
+// handedOut remembers every port the harness gave a test, so that two
+// allocations in one test binary never overlap even though each releases
+// its probe listeners at once.
+var (
+	portsMu   sync.Mutex
+	handedOut = map[int]bool{}
+)
+
+// freePorts returns n distinct free loopback ports never handed out before.
 func freePorts(t *testing.T, n int) []int {
 	t.Helper()
-	var ls []net.Listener
 	var ports []int
-	for i := 0; i < n; i++ {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		require.NoError(t, err)
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	for _, l := range ls {
-		l.Close()
+	for len(ports) < n {
+		base := freePortRun(t, 1)
+		ports = append(ports, base)
 	}
 	return ports
 }
 
-// freePortRun returns the first of n consecutive free ports.
+// freePortRun returns the first of n consecutive free ports, none handed
+// out before, and marks them handed out.
 func freePortRun(t *testing.T, n int) int {
 	t.Helper()
-	for try := 0; try < 50; try++ {
-		base := freePorts(t, 1)[0]
-		ok := true
-		for i := 1; i < n && ok; i++ {
-			l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", base+i))
-			if err != nil {
-				ok = false
-				continue
-			}
-			l.Close()
+	portsMu.Lock()
+	defer portsMu.Unlock()
+	for try := 0; try < 100; try++ {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		base := l.Addr().(*net.TCPAddr).Port
+		l.Close()
+		if base+n >= 65000 || !runFree(base, n) {
+			continue
 		}
-		if ok && base+n < 65000 {
-			return base
+		for i := 0; i < n; i++ {
+			handedOut[base+i] = true
 		}
+		return base
 	}
 	t.Fatal("no run of free ports")
 	return 0
+}
+
+// runFree reports whether ports base..base+n-1 were never handed out and
+// can be bound now. The caller holds portsMu.
+func runFree(base, n int) bool {
+	for i := 0; i < n; i++ {
+		if handedOut[base+i] {
+			return false
+		}
+		if i == 0 {
+			continue // just probed
+		}
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", base+i))
+		if err != nil {
+			return false
+		}
+		l.Close()
+	}
+	return true
 }
 
 // process is a started duet process with its combined output.

@@ -1,0 +1,170 @@
+package frontend
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/duet-serve/duet/orchestrator"
+	"github.com/duet-serve/duet/proto/disagg"
+	"github.com/duet-serve/duet/router"
+	"github.com/duet-serve/duet/tokenizer"
+	"github.com/stretchr/testify/require"
+	"github.com/valyala/fasthttp"
+	"github.com/valyala/fasthttp/fasthttputil"
+	"go.uber.org/zap"
+)
+
+// fakeAdmin records admin calls.
+type fakeAdmin struct{ drained []string }
+
+func (f *fakeAdmin) AddWorker(router.Member) error { return nil }
+func (f *fakeAdmin) RemoveWorker(id string) error  { return ErrNotFound }
+func (f *fakeAdmin) SetDraining(id string, d bool) error {
+	f.drained = append(f.drained, id)
+	return nil
+}
+
+// testServer serves a frontend over an in-memory listener; its pool holds
+// the given members (their URLs are never called by these tests).
+func testServer(t *testing.T, members []router.Member, mutate func(*Config)) (*fasthttp.Client, *router.Pool, *fakeAdmin) {
+	pool := router.NewPool()
+	pool.Sync(members)
+	rt, err := router.New(pool, router.Defaults(), nil)
+	require.NoError(t, err)
+	tok, err := tokenizer.New(tokenizer.Defaults())
+	require.NoError(t, err)
+	ocfg := orchestrator.Defaults()
+	ocfg.Models = []string{"m"}
+	orch, err := orchestrator.New(orchestrator.Options{Config: ocfg, Router: rt, Tokenizer: tok, Log: zap.NewNop()})
+	require.NoError(t, err)
+	cfg := Defaults()
+	cfg.MaxBodyBytes = 4096
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	admin := &fakeAdmin{}
+	srv, err := New(Options{Config: cfg, Orchestrator: orch, Pool: pool, Log: zap.NewNop(), Version: "v-test", Admin: admin})
+	require.NoError(t, err)
+	ln := fasthttputil.NewInmemoryListener()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = srv.Serve(ctx, ln) }()
+	t.Cleanup(func() { cancel(); <-done })
+	client := &fasthttp.Client{Dial: func(string) (net.Conn, error) { return ln.Dial() }}
+	return client, pool, admin
+}
+
+func do(t *testing.T, c *fasthttp.Client, method, path, body string, headers ...string) (int, *fasthttp.ResponseHeader, string) {
+	t.Helper()
+	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+	defer fasthttp.ReleaseRequest(req)
+	defer fasthttp.ReleaseResponse(resp)
+	req.SetRequestURI("http://duet" + path)
+	req.Header.SetMethod(method)
+	req.SetBodyString(body)
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	require.NoError(t, c.DoTimeout(req, resp, 5*time.Second))
+	hdr := &fasthttp.ResponseHeader{}
+	resp.Header.CopyTo(hdr)
+	return resp.StatusCode(), hdr, string(resp.Body())
+}
+
+var bothRoles = []router.Member{
+	{ID: "ctx-0", URL: "http://127.0.0.1:1", Role: disagg.RoleContext, Healthy: true},
+	{ID: "gen-0", URL: "http://127.0.0.1:2", Role: disagg.RoleGeneration, Healthy: true},
+}
+
+func TestRoutesAndMethods(t *testing.T) {
+	c, _, _ := testServer(t, bothRoles, nil)
+	cases := []struct {
+		method, path string
+		want         int
+	}{
+		{"GET", "/health", 200},
+		{"GET", "/version", 200},
+		{"GET", "/v1/models", 200},
+		{"GET", "/cluster_info", 200},
+		{"GET", "/metrics", 404}, // no gatherer configured
+		{"GET", "/v1/embeddings", 404},
+		{"POST", "/health", 405},
+		{"GET", "/v1/chat/completions", 405},
+		{"POST", "/admin/workers", 404}, // disabled without a token
+	}
+	for _, tc := range cases {
+		code, _, body := do(t, c, tc.method, tc.path, "")
+		require.Equal(t, tc.want, code, "%s %s: %s", tc.method, tc.path, body)
+		if code >= 400 {
+			require.Contains(t, body, `"error":{"message":`)
+		}
+	}
+}
+
+func TestRequestIDHonouredOrMinted(t *testing.T) {
+	c, _, _ := testServer(t, bothRoles, nil)
+	_, hdr, _ := do(t, c, "POST", "/v1/chat/completions", `{"model":`, "X-Request-ID", "abc-123")
+	require.Equal(t, "abc-123", string(hdr.Peek("X-Request-ID")))
+	_, hdr, _ = do(t, c, "POST", "/v1/chat/completions", `{"model":`, "X-Request-ID", "has space")
+	require.Len(t, string(hdr.Peek("X-Request-ID")), 32, "an unusable id is replaced")
+	_, hdr, _ = do(t, c, "POST", "/v1/chat/completions", `{"model":`)
+	require.Len(t, string(hdr.Peek("X-Request-ID")), 32)
+}
+
+func TestBodyLimit(t *testing.T) {
+	c, _, _ := testServer(t, bothRoles, nil)
+	code, _, body := do(t, c, "POST", "/v1/completions", `{"model":"m","prompt":"`+strings.Repeat("x", 5000)+`"}`)
+	require.Equal(t, 413, code)
+	require.Contains(t, body, "larger than 4096 bytes")
+}
+
+func TestHealthReasons(t *testing.T) {
+	cases := []struct {
+		name    string
+		members []router.Member
+		want    int
+		reason  string
+	}{
+		{"both", bothRoles, 200, "ok"},
+		{"no ctx", bothRoles[1:], 503, "no healthy context worker"},
+		{"no gen", bothRoles[:1], 503, "no healthy generation worker"},
+		{"none", nil, 503, "no healthy context or generation worker"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c, _, _ := testServer(t, tc.members, nil)
+			code, _, body := do(t, c, "GET", "/health", "")
+			require.Equal(t, tc.want, code)
+			var h struct{ Status string }
+			require.NoError(t, json.Unmarshal([]byte(body), &h))
+			require.Equal(t, tc.reason, h.Status)
+		})
+	}
+}
+
+func TestAdminAuth(t *testing.T) {
+	c, _, admin := testServer(t, bothRoles, func(c *Config) { c.AdminToken = "tok" })
+	code, hdr, _ := do(t, c, "POST", "/admin/workers/gen-0/drain", "")
+	require.Equal(t, 401, code)
+	require.Equal(t, "Bearer", string(hdr.Peek("WWW-Authenticate")))
+	code, _, _ = do(t, c, "POST", "/admin/workers/gen-0/drain", "", "Authorization", "Bearer tok")
+	require.Equal(t, 200, code)
+	require.Equal(t, []string{"gen-0"}, admin.drained)
+	code, _, _ = do(t, c, "DELETE", "/admin/workers/zz", "", "Authorization", "Bearer tok")
+	require.Equal(t, 404, code)
+	code, _, _ = do(t, c, "PUT", "/admin/workers/gen-0", "", "Authorization", "Bearer tok")
+	require.Equal(t, 404, code)
+}
+
+func TestConfigValidate(t *testing.T) {
+	cfg := Defaults()
+	cfg.Port = 70000
+	require.EqualError(t, cfg.Validate(), "port: must be in [0, 65535], got 70000")
+	cfg = Defaults()
+	cfg.MaxBodyBytes = 10
+	require.EqualError(t, cfg.Validate(), "max_body_bytes: must be >= 1024, got 10")
+}

@@ -2,6 +2,7 @@ package orchestrator
 
 import (
 	"bufio"
+	"context"
 	"io"
 	"net"
 	"testing"
@@ -82,7 +83,7 @@ func BenchmarkHandleDisaggregated(b *testing.B) {
 	o := benchOrchestrator(b, Defaults())
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
-		resp := o.Handle(Incoming{Endpoint: 1, Body: benchChatBody, RequestID: "r", Received: time.Now()})
+		resp := o.Handle(context.Background(), Incoming{Endpoint: 1, Body: benchChatBody, RequestID: "r", Received: time.Now()})
 		if resp.Status != 200 {
 			b.Fatalf("status %d: %s", resp.Status, resp.Body)
 		}
@@ -96,7 +97,7 @@ func BenchmarkHandleStreaming(b *testing.B) {
 	w := bufio.NewWriter(io.Discard)
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
-		resp := o.Handle(Incoming{Endpoint: 1, Body: body, RequestID: "r", Received: time.Now()})
+		resp := o.Handle(context.Background(), Incoming{Endpoint: 1, Body: body, RequestID: "r", Received: time.Now()})
 		if !resp.Streaming() {
 			b.Fatalf("status %d: %s", resp.Status, resp.Body)
 		}

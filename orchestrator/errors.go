@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/duet-serve/duet/proto/openai"
 )
@@ -18,7 +19,9 @@ type Error struct {
 	Code    string
 	// Body, when set, is a worker's own error body relayed as is.
 	Body []byte
-	Err  error
+	// RetryAfter, when > 0, is sent as a Retry-After header (whole seconds).
+	RetryAfter time.Duration
+	Err        error
 }
 
 func (e *Error) Error() string {

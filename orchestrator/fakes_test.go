@@ -3,6 +3,7 @@ package orchestrator
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -151,7 +152,7 @@ func testChatBody(stream bool, extra string) []byte {
 
 // run handles a request and, for a stream, relays it into a buffer.
 func (h *harness) run(body []byte, hdr map[string]string) (*Response, string) {
-	resp := h.o.Handle(Incoming{Endpoint: 1, Body: body, RequestID: "r1", Received: time.Now(),
+	resp := h.o.Handle(context.Background(), Incoming{Endpoint: 1, Body: body, RequestID: "r1", Received: time.Now(),
 		Header: func(n string) string { return hdr[n] }})
 	if !resp.Streaming() {
 		return resp, string(resp.Body)

@@ -1,6 +1,7 @@
 package orchestrator
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/duet-serve/duet/orchestrator/protocol"
 	"github.com/duet-serve/duet/orchestrator/protocol/adapters"
+	"github.com/duet-serve/duet/orchestrator/queue"
 	"github.com/duet-serve/duet/router"
 	"github.com/duet-serve/duet/tokenizer"
 	"github.com/prometheus/client_golang/prometheus"
@@ -29,6 +31,8 @@ type Options struct {
 	Registry  prometheus.Registerer
 	Now       func() time.Time
 	Rand      func() uint64
+	// Queue, when set, admits requests before routing (see orchestrator/queue).
+	Queue *queue.Queue
 }
 
 // Orchestrator runs the request pipeline.
@@ -43,6 +47,7 @@ type Orchestrator struct {
 	access  *zap.Logger
 	now     func() time.Time
 	rand    func() uint64
+	queue   *queue.Queue // nil: no admission queue
 }
 
 // New validates the configuration and builds an Orchestrator.
@@ -68,7 +73,7 @@ func New(o Options) (*Orchestrator, error) {
 		return nil, err
 	}
 	return &Orchestrator{cfg: o.Config, adapter: adapter, router: o.Router, tok: o.Tokenizer, up: newUpstream(o.Config),
-		metrics: m, log: o.Log, access: o.AccessLog, now: o.Now, rand: o.Rand}, nil
+		metrics: m, log: o.Log, access: o.AccessLog, now: o.Now, rand: o.Rand, queue: o.Queue}, nil
 }
 
 // Config returns the configuration in use.
@@ -77,15 +82,27 @@ func (o *Orchestrator) Config() Config { return o.cfg }
 // Router returns the router in use.
 func (o *Orchestrator) Router() *router.Router { return o.router }
 
-// Handle serves one request: validation, routing, both phases, retries. It
-// never returns nil. A streaming Response must be relayed or closed.
-func (o *Orchestrator) Handle(in Incoming) *Response {
+// Handle serves one request: validation, admission, routing, both phases,
+// retries. ctx ends the wait in the admission queue (a server shutting
+// down); it is not kept. Handle never returns nil. A streaming Response
+// must be relayed or closed.
+func (o *Orchestrator) Handle(ctx context.Context, in Incoming) *Response {
 	t := &trace{id: in.RequestID, start: in.Received, endpoint: in.Endpoint}
 	req, err := o.parse(in)
 	if err != nil {
 		return o.fail(t, err)
 	}
 	t.session, t.promptTokens = req.SessionKey, len(req.Tokens)
+	if err := o.admit(ctx, in, req, t); err != nil {
+		return o.fail(t, err)
+	}
+	defer func() {
+		if p := recover(); p != nil { // refund everything, then let the HTTP edge answer 500
+			t.pair.Release()
+			t.slot.Release(false)
+			panic(p)
+		}
+	}()
 	resp, err := o.serve(req, t)
 	if err != nil {
 		return o.fail(t, err)
@@ -98,7 +115,7 @@ func (o *Orchestrator) fail(t *trace, err error) *Response {
 	e := AsError(err)
 	t.status, t.err = e.Status, e
 	o.finish(t)
-	return &Response{Status: e.Status, Body: e.JSON(), Route: t.route()}
+	return &Response{Status: e.Status, Body: e.JSON(), Route: t.route(), RetryAfter: e.RetryAfter}
 }
 
 // serve routes and runs attempts until one succeeds, the failure is not
@@ -118,6 +135,9 @@ func (o *Orchestrator) serve(req *Request, t *trace) (*Response, error) {
 		t.attempts++
 		t.ctxWorker, t.genWorker, t.decision = pair.Ctx.Endpoint().ID, pair.Gen.Endpoint().ID, pair.Decision
 		t.pair, t.session, t.mintedSession = pair, pair.Session, pair.Minted
+		if pair.Session != "" && pair.Session != req.SessionKey {
+			t.slot.SetSession(pair.Session) // its completion boosts the session routing found or minted
+		}
 		o.metrics.decisions.WithLabelValues(decisionLabel(pair.Decision)).Inc()
 		resp, err := o.attempt(req, pair, t)
 		if err == nil {

@@ -2,6 +2,7 @@ package orchestrator
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"net/http"
 	"strings"
@@ -199,7 +200,7 @@ func TestClientGoneReleasesEverything(t *testing.T) {
 		}
 	})
 	h := newHarness(t, testConfig(), []*fakeWorker{newFakeWorker(t, ctxOK)}, []*fakeWorker{gen})
-	resp := h.o.Handle(Incoming{Endpoint: 1, Body: testChatBody(true, ""), RequestID: "r", Received: time.Now()})
+	resp := h.o.Handle(context.Background(), Incoming{Endpoint: 1, Body: testChatBody(true, ""), RequestID: "r", Received: time.Now()})
 	require.True(t, resp.Streaming())
 	done := make(chan struct{})
 	go func() { resp.Relay(bufio.NewWriterSize(&failingWriter{n: 300}, 64)); close(done) }()
@@ -226,4 +227,17 @@ func TestIdleStreamTimesOut(t *testing.T) {
 	require.Contains(t, out, ": ping", "silences are filled with keep-alive comments")
 	require.Contains(t, out, "generation stream idle timeout")
 	require.True(t, strings.HasSuffix(out, "data: [DONE]\n\n"))
+}
+
+// panicWriter panics on the first write: a bug in the relay path.
+type panicWriter struct{}
+
+func (panicWriter) Write([]byte) (int, error) { panic("boom") }
+
+func TestPanicInRelayReleasesEverything(t *testing.T) {
+	h := newHarness(t, testConfig(), []*fakeWorker{newFakeWorker(t, ctxOK)}, []*fakeWorker{newFakeWorker(t, genStream(3, true))})
+	resp := h.o.Handle(context.Background(), Incoming{Endpoint: 1, Body: testChatBody(true, ""), RequestID: "r", Received: time.Now()})
+	require.True(t, resp.Streaming())
+	require.NotPanics(t, func() { resp.Relay(bufio.NewWriterSize(panicWriter{}, 16)) })
+	h.requireNoLoad(t)
 }

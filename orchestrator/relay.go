@@ -13,6 +13,7 @@ import (
 	"github.com/duet-serve/duet/orchestrator/protocol"
 	"github.com/duet-serve/duet/proto/openai"
 	"github.com/duet-serve/duet/router"
+	"go.uber.org/zap"
 )
 
 // statusClientClosed is recorded for requests whose client went away
@@ -123,11 +124,21 @@ func (rl *relay) record(status int, err error) {
 	rl.o.finish(rl.t)
 }
 
-// run relays until the stream ends; see Response.Relay.
+// run relays until the stream ends; see Response.Relay. It runs on
+// fasthttp's stream writer after the handler returned, where a panic would
+// take the process down: a panic is recovered, logged and the request
+// recorded as failed, with everything released.
 func (rl *relay) run(w *bufio.Writer) {
-	status, err := rl.loop(w)
-	rl.abort()
-	rl.record(status, err)
+	status, err := http.StatusInternalServerError, error(nil)
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("panic in relay: %v", p)
+			rl.o.log.Error("panic in relay", zap.String("request_id", rl.req.ID), zap.Any("panic", p))
+		}
+		rl.abort()
+		rl.record(status, err)
+	}()
+	status, err = rl.loop(w)
 }
 
 func (rl *relay) loop(w *bufio.Writer) (int, error) {

@@ -40,6 +40,8 @@ type Request struct {
 	MaxTokens int
 	// SessionKey is the conversation id, "" when the request has none.
 	SessionKey string
+	// User is the body's user field, for admission fairness.
+	User string
 	// Tokens are the prompt's token ids as the workers will count them;
 	// Hashes their chained block hashes at the router's block size.
 	Tokens []int
@@ -145,6 +147,7 @@ func (o *Orchestrator) checkChat(r *openai.ChatRequest, req *Request) error {
 		msgs[i] = tokenizer.ChatMessage{Role: m.Role, Name: m.Name, Content: m.Content.String(), ToolCalls: string(m.ToolCalls)}
 	}
 	o.fill(req, r.Model, r.Stream, r.StreamOptions, r.Limit())
+	req.User = r.User
 	req.Tokens = o.tok.EncodeChat(msgs)
 	return nil
 }
@@ -179,6 +182,7 @@ func (o *Orchestrator) checkCompletion(r *openai.CompletionRequest, req *Request
 		return badRequest("prompt", "prompt must not be empty")
 	}
 	o.fill(req, r.Model, r.Stream, r.StreamOptions, r.Limit())
+	req.User = r.User
 	return nil
 }
 

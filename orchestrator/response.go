@@ -2,6 +2,7 @@ package orchestrator
 
 import (
 	"bufio"
+	"time"
 
 	"github.com/duet-serve/duet/proto/openai"
 )
@@ -21,6 +22,8 @@ type Response struct {
 	Status int
 	Body   []byte
 	Route  Route
+	// RetryAfter, when > 0, asks the client to retry after that long.
+	RetryAfter time.Duration
 
 	relay  *relay   // a live stream from a gen worker
 	events [][]byte // a stream duet produced itself (finished at context)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/duet-serve/duet/orchestrator/protocol"
+	"github.com/duet-serve/duet/orchestrator/queue"
 	"github.com/duet-serve/duet/router"
 	"go.uber.org/zap"
 )
@@ -34,6 +35,9 @@ type trace struct {
 	// none did. mintedSession says its session id was made up by duet.
 	pair          *router.Pair
 	mintedSession bool
+	// slot is the admission slot, released after the leases; nil without
+	// a queue (Release on nil is a no-op).
+	slot *queue.Slot
 }
 
 func (t *trace) route() Route {
@@ -54,6 +58,7 @@ func (o *Orchestrator) finish(t *trace) {
 		t.pair.Done(t.status == http.StatusOK, t.outputTokens, reported)
 		t.pair = nil
 	}
+	t.slot.Release(t.status == http.StatusOK)
 	total := o.now().Sub(t.start)
 	ep := t.endpoint.String()
 	o.metrics.requests.WithLabelValues(ep, strconv.Itoa(t.status)).Inc()

@@ -30,6 +30,7 @@ type serveOptions struct {
 	ctxArgs    string // extra YAML list items for the ctx pool only
 	extra      string // extra orchestrator keys
 	adminToken string
+	queue      string // the queue section, YAML flow mapping
 }
 
 func startServe(t *testing.T, o serveOptions) *deployment {
@@ -56,6 +57,7 @@ orchestrator:
   stream_idle_timeout: 10s
 %s
 router: {policy: %s}
+queue: %s
 fleet:
   run_dir: %s
   health_interval: 200ms
@@ -75,12 +77,19 @@ fleet:
     start_timeout: 60s
     args: [%s]
     restart: {delay: 100ms, max_delay: 500ms}
-`, port, o.adminToken, o.protocol, o.extra, o.policy, t.TempDir(), o.nCtx, ctxBase, args, o.ctxArgs, o.nGen, genBase, args)
+`, port, o.adminToken, o.protocol, o.extra, o.policy, queueYAML(o.queue), t.TempDir(), o.nCtx, ctxBase, args, o.ctxArgs, o.nGen, genBase, args)
 	path := writeFile(t, "duet.yaml", cfg)
 	p := startDuet(t, "serve", "--config", path)
 	d := &deployment{url: fmt.Sprintf("http://127.0.0.1:%d", port), proc: p}
 	waitHTTP(t, p, d.url+"/health", 90*time.Second)
 	return d
+}
+
+func queueYAML(q string) string {
+	if q == "" {
+		return "{enabled: false}"
+	}
+	return q
 }
 
 func (d *deployment) chat(t *testing.T, stream bool, content string, extra string, headers ...string) (int, http.Header, []byte) {

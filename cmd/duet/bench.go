@@ -204,6 +204,7 @@ func runBench(cmd *cobra.Command, f *benchFlags) error {
 	}
 	fmt.Fprintf(stderr, "duet bench: %s %s against %s\n", cfg.Model, cfg.EndpointType, cfg.URL)
 	res, err := loadgen.Run(ctx, cfg, opts)
+	stop() // a second Ctrl-C while the exports are written kills the process
 	if err != nil {
 		return err
 	}

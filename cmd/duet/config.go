@@ -6,6 +6,7 @@ import (
 
 	"github.com/duet-serve/duet/orchestrator"
 	"github.com/duet-serve/duet/orchestrator/frontend"
+	"github.com/duet-serve/duet/orchestrator/queue"
 	"github.com/duet-serve/duet/router"
 	"github.com/duet-serve/duet/tokenizer"
 	"github.com/duet-serve/duet/workers"
@@ -19,6 +20,7 @@ type Config struct {
 	Log          logConfig           `mapstructure:"log"`
 	Server       frontend.Config     `mapstructure:"server"`
 	Orchestrator orchestrator.Config `mapstructure:"orchestrator"`
+	Queue        queue.Config        `mapstructure:"queue"`
 	Router       router.Config       `mapstructure:"router"`
 	Tokenizer    tokenizer.Config    `mapstructure:"tokenizer"`
 	Fleet        workers.Config      `mapstructure:"fleet"`
@@ -31,6 +33,7 @@ func defaultConfig() Config {
 		Log:          defaultLogConfig(),
 		Server:       frontend.Defaults(),
 		Orchestrator: orchestrator.Defaults(),
+		Queue:        queue.Defaults(),
 		Router:       router.Defaults(),
 		Tokenizer:    tokenizer.Defaults(),
 		Fleet:        workers.Defaults(),
@@ -50,6 +53,7 @@ func (c Config) Validate() error {
 		{"log", c.Log},
 		{"server", c.Server},
 		{"orchestrator", c.Orchestrator},
+		{"queue", c.Queue},
 		{"router", c.Router},
 		{"tokenizer", c.Tokenizer},
 		{"fleet", c.Fleet},

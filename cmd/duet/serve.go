@@ -9,6 +9,7 @@ import (
 	"github.com/duet-serve/duet/configs"
 	"github.com/duet-serve/duet/orchestrator"
 	"github.com/duet-serve/duet/orchestrator/frontend"
+	"github.com/duet-serve/duet/orchestrator/queue"
 	"github.com/duet-serve/duet/router"
 	"github.com/duet-serve/duet/tokenizer"
 	"github.com/duet-serve/duet/workers"
@@ -57,7 +58,17 @@ func runServe(ctx context.Context, cfg Config, log *zap.Logger) error {
 	syncDone := syncPool(syncCtx, fleet, members)
 	healthDone := members.runHealth(syncCtx, cfg.Fleet.HealthInterval)
 	defer func() { cancelSync(); <-syncDone; <-healthDone }()
-	srv, ln, err := buildFrontend(cfg, log, tok, pool, fleet, members)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	q, err := queue.New(cfg.Queue, pool, queue.Options{Log: log.Named("queue"), Registry: reg})
+	if err != nil {
+		return err
+	}
+	pool.OnMembershipChange(q.Recheck)
+	queueDone := make(chan struct{})
+	go func() { defer close(queueDone); q.Run(syncCtx) }()
+	defer func() { cancelSync(); <-queueDone }()
+	srv, ln, err := buildFrontend(cfg, log, tok, reg, q, fleet, members)
 	if err != nil {
 		return err
 	}
@@ -66,22 +77,22 @@ func runServe(ctx context.Context, cfg Config, log *zap.Logger) error {
 	return srv.Serve(ctx, ln)
 }
 
-func buildFrontend(cfg Config, log *zap.Logger, tok *tokenizer.Tokenizer, pool *router.Pool, fleet *workers.Fleet, admin frontend.Admin) (*frontend.Server, net.Listener, error) {
+func buildFrontend(cfg Config, log *zap.Logger, tok *tokenizer.Tokenizer, reg *prometheus.Registry, q *queue.Queue,
+	fleet *workers.Fleet, members *membership) (*frontend.Server, net.Listener, error) {
+	pool := members.pool
 	rt, err := router.New(pool, cfg.Router, nil)
 	if err != nil {
 		return nil, nil, err
 	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	ocfg := cfg.Orchestrator
 	ocfg.Models = servedModels(cfg)
 	orch, err := orchestrator.New(orchestrator.Options{Config: ocfg, Router: rt, Tokenizer: tok, Log: log,
-		AccessLog: log.Named("access"), Registry: reg})
+		AccessLog: log.Named("access"), Registry: reg, Queue: q})
 	if err != nil {
 		return nil, nil, err
 	}
 	srv, err := frontend.New(frontend.Options{Config: cfg.Server, Orchestrator: orch, Pool: pool, Gatherer: reg,
-		Log: log, Version: versionString(), Fleet: func() any { return fleet.Snapshot() }, Admin: admin})
+		Log: log, Version: versionString(), Fleet: func() any { return fleet.Snapshot() }, Admin: members})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -70,11 +71,14 @@ func (s *Server) completion(ctx *fasthttp.RequestCtx, method string, ep protocol
 			Message: fmt.Sprintf("request body larger than %d bytes", s.opts.Config.MaxBodyBytes)})
 		return
 	}
-	resp := s.opts.Orchestrator.Handle(orchestrator.Incoming{
+	resp := s.opts.Orchestrator.Handle(ctx, orchestrator.Incoming{
 		Endpoint: ep, Body: body, RequestID: id, Received: time.Now(),
 		Header: func(name string) string { return string(ctx.Request.Header.Peek(name)) },
 	})
 	setRouteHeaders(ctx, resp.Route)
+	if resp.RetryAfter > 0 {
+		ctx.Response.Header.Set("Retry-After", strconv.Itoa(int((resp.RetryAfter+time.Second-1)/time.Second)))
+	}
 	if !resp.Streaming() {
 		ctx.SetStatusCode(resp.Status)
 		ctx.SetContentType("application/json")

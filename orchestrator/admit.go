@@ -1,0 +1,33 @@
+package orchestrator
+
+import (
+	"context"
+	"errors"
+	"net/http"
+
+	"github.com/duet-serve/duet/orchestrator/queue"
+)
+
+// admit waits for the admission queue to let the request through; without
+// a queue it returns at once. The slot is released in finish, after the
+// leases, on every path.
+func (o *Orchestrator) admit(ctx context.Context, in Incoming, req *Request, t *trace) error {
+	if o.queue == nil {
+		return nil
+	}
+	user := o.queue.Config().User(in.Header, req.User)
+	slot, err := o.queue.Acquire(ctx, queue.Ticket{Key: req.Model, Session: req.SessionKey, User: user,
+		Tokens: len(req.Tokens) + req.MaxTokens})
+	if err == nil {
+		t.slot = slot
+		return nil
+	}
+	var rej *queue.RejectError
+	switch {
+	case errors.As(err, &rej) && errors.Is(err, queue.ErrQueueFull):
+		return &Error{Status: http.StatusTooManyRequests, Message: "admission queue full: retry later", Code: "queue_full", RetryAfter: rej.RetryAfter(), Err: err}
+	case errors.As(err, &rej):
+		return &Error{Status: http.StatusServiceUnavailable, Message: "waited too long in the admission queue: retry later", Code: "queue_timeout", RetryAfter: rej.RetryAfter(), Err: err}
+	}
+	return &Error{Status: statusClientClosed, Message: "client went away while queued", Err: err}
+}

@@ -1,0 +1,100 @@
+package queue
+
+import (
+	"time"
+)
+
+// keyLocked returns key's state, creating it. Keys are expected to be few
+// (models × pools): their state is kept for the Queue's lifetime.
+func (q *Queue) keyLocked(key string) *keyState {
+	k := q.keys[key]
+	if k == nil {
+		k = newKeyState(key)
+		q.keys[key] = k
+	}
+	return k
+}
+
+// capacityLocked returns the key's total capacity at now: inflight_per_worker
+// for each of its available workers, except, with respect_worker_queue,
+// workers whose fresh waiting gauge is above zero.
+func (q *Queue) capacityLocked(key string, now time.Time) int {
+	total := 0
+	for _, ep := range q.workers(key) {
+		if q.cfg.RespectWorkerQueue && q.busyLocked(ep, now) {
+			continue
+		}
+		total += q.cfg.InflightPerWorker
+	}
+	return total
+}
+
+// admitLocked admits as many of k's waiters as it has free slots, in
+// priority order, in one pass.
+func (q *Queue) admitLocked(k *keyState, now time.Time) {
+	free := q.capacityLocked(k.key, now) - k.admitted - len(k.holds)
+	for ; free > 0; free-- {
+		w := k.next(q.bucketUsage(now))
+		if w == nil {
+			break
+		}
+		k.remove(w)
+		w.state = stateAdmitted
+		w.slot = q.grantLocked(k, w.ticket, w.class, now.Sub(w.enqueued), now)
+		close(w.done)
+	}
+	q.syncGaugesLocked(k)
+}
+
+// bucketUsage returns the usage function of the normal class's fairness
+// buckets, nil without fairness.
+func (q *Queue) bucketUsage(now time.Time) func(string) float64 {
+	if q.usage == nil {
+		return nil
+	}
+	return func(user string) float64 { return q.usage.value(user, now) }
+}
+
+// grantLocked gives t a slot of k: accounting, fairness charge, metrics.
+func (q *Queue) grantLocked(k *keyState, t Ticket, class string, waited time.Duration, now time.Time) *Slot {
+	k.admitted++
+	k.grants++
+	if q.usage != nil {
+		q.usage.charge(t.User, t.Tokens, now)
+	}
+	q.metrics.admitted.WithLabelValues(k.key, class).Inc()
+	q.metrics.wait.WithLabelValues(class).Observe(waited.Seconds())
+	return &Slot{q: q, k: k, session: t.Session, admittedAt: now}
+}
+
+// rejectLocked builds the rejection of a request that found waiting others
+// ahead of it, and counts it.
+func (q *Queue) rejectLocked(k *keyState, err error, reason string, waited time.Duration, now time.Time) *RejectError {
+	q.metrics.rejected.WithLabelValues(k.key, reason).Inc()
+	n := k.waiting()
+	return &RejectError{Key: k.key, Waiting: n, Waited: waited, err: err, retryAfter: q.retryAfterLocked(k, n+1, now)}
+}
+
+// retryAfterLocked estimates when a request at position (1-based) in k's
+// queue would be admitted: the rounds of the key's capacity ahead of it
+// times the recent mean slot holding time (1s before any release), rounded
+// up to whole seconds within [1s, max(max_wait, 1s)].
+func (q *Queue) retryAfterLocked(k *keyState, position int, now time.Time) time.Duration {
+	capacity := max(q.capacityLocked(k.key, now), 1)
+	hold := k.meanHold
+	if hold <= 0 {
+		hold = time.Second
+	}
+	rounds := (position + capacity - 1) / capacity
+	est := min(time.Duration(rounds)*hold, max(q.cfg.MaxWait, time.Second))
+	secs := (est + time.Second - 1) / time.Second
+	return max(secs, 1) * time.Second
+}
+
+// syncGaugesLocked publishes k's depth and in-flight gauges.
+func (q *Queue) syncGaugesLocked(k *keyState) {
+	q.metrics.depth.WithLabelValues(k.key, classBoosted).Set(float64(k.boosted.Len()))
+	q.metrics.depth.WithLabelValues(k.key, classNormal).Set(float64(k.nNormal))
+	q.metrics.inflight.WithLabelValues(k.key).Set(float64(k.admitted))
+	q.metrics.held.WithLabelValues(k.key).Set(float64(len(k.holds)))
+}

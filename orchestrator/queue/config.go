@@ -1,0 +1,162 @@
+package queue
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Fairness modes of the normal class.
+const (
+	// FairnessNone serves the normal class first in, first out.
+	FairnessNone = "none"
+	// FairnessUser serves the normal class by least recent token usage of
+	// the request's user, then first in, first out.
+	FairnessUser = "user"
+)
+
+// fairnessModes lists the valid fairness modes, for error messages.
+var fairnessModes = []string{FairnessNone, FairnessUser}
+
+// Config is the queue: section.
+type Config struct {
+	// Enabled turns the admission queue on (default false: Acquire admits
+	// every request at once and keeps no state).
+	Enabled bool `mapstructure:"enabled" help:"turn the admission queue on"`
+	// InflightPerWorker is how many admitted requests each available worker
+	// of the gating role adds to a key's capacity (default 64).
+	InflightPerWorker int `mapstructure:"inflight_per_worker" help:"admitted requests per available worker"`
+	// SessionBoostTTL is how long after a session's turn completed its next
+	// turn is boosted ahead of other work (default 60s; 0 turns boosting
+	// off).
+	SessionBoostTTL time.Duration `mapstructure:"session_boost_ttl" help:"a session's next turn is boosted this long after a turn completed (0: off)"`
+	// BoostSessions bounds the sessions whose completion time is
+	// remembered; the oldest completion is forgotten beyond it (default
+	// 100000).
+	BoostSessions int `mapstructure:"boost_sessions" help:"sessions remembered for boosting (oldest forgotten beyond)"`
+	// Fairness orders the normal class: none (FIFO, default) or user
+	// (least recent token usage per user first; usage is counted at
+	// admission, across keys).
+	Fairness string `mapstructure:"fairness" help:"order of non-boosted requests: none (FIFO) or user (least recent usage first)"`
+	// FairnessHalfLife is the half-life of the per-user token usage that
+	// fairness: user orders by (default 60s).
+	FairnessHalfLife time.Duration `mapstructure:"fairness_half_life" help:"half-life of per-user token usage for fairness: user"`
+	// UserHeader names the request header that identifies the user for
+	// fairness (default "": the body's user field). The caller reads it;
+	// see Config.User.
+	UserHeader string `mapstructure:"user_header" help:"header naming the user for fairness (empty: the body's user field)"`
+	// GracePeriod holds a slot freed by a completed turn for that session's
+	// next turn this long (default 0 = off).
+	GracePeriod time.Duration `mapstructure:"grace_period" help:"hold a completed turn's slot for the session's next turn this long (0: off)"`
+	// MaxQueueLength bounds the requests waiting per key; beyond it a
+	// request is rejected at once (default 1024; 0 never waits).
+	MaxQueueLength int `mapstructure:"max_queue_length" help:"requests waiting per key before new ones are rejected (0: never wait)"`
+	// MaxWait bounds a request's wait; it is rejected after it (default
+	// 30s).
+	MaxWait time.Duration `mapstructure:"max_wait" help:"longest wait in the queue before a request is rejected"`
+	// RespectWorkerQueue makes a worker whose scraped waiting-queue gauge is
+	// above zero add no capacity (default false).
+	RespectWorkerQueue bool `mapstructure:"respect_worker_queue" help:"count no capacity on workers whose own queue is not empty"`
+	// ScrapeInterval is the period of Run's round: scraping workers'
+	// /metrics (with respect_worker_queue) and a backstop admission pass
+	// (default 1s).
+	ScrapeInterval time.Duration `mapstructure:"scrape_interval" help:"period of worker metrics scrapes and backstop admission"`
+	// MetricsStaleness is the age beyond which a scraped gauge is ignored
+	// and the worker counts as having room (default 5s).
+	MetricsStaleness time.Duration `mapstructure:"metrics_staleness" help:"age beyond which a scraped worker gauge is ignored"`
+	// WaitingMetric is the worker gauge of requests waiting in the engine
+	// (default vllm:num_requests_waiting); samples of every label set are
+	// summed.
+	WaitingMetric string `mapstructure:"waiting_metric" help:"worker gauge of requests waiting in the engine"`
+}
+
+// Defaults returns the default configuration.
+func Defaults() Config {
+	return Config{
+		InflightPerWorker: 64,
+		SessionBoostTTL:   60 * time.Second,
+		BoostSessions:     100000,
+		Fairness:          FairnessNone,
+		FairnessHalfLife:  60 * time.Second,
+		MaxQueueLength:    1024,
+		MaxWait:           30 * time.Second,
+		ScrapeInterval:    time.Second,
+		MetricsStaleness:  5 * time.Second,
+		WaitingMetric:     "vllm:num_requests_waiting",
+	}
+}
+
+// Validate checks the configuration; errors name the key relative to the
+// section. A disabled section is checked too, so that turning it on cannot
+// surface an old mistake.
+func (c Config) Validate() error {
+	if c.Fairness != FairnessNone && c.Fairness != FairnessUser {
+		return fmt.Errorf("fairness: unknown mode %q (valid: %s)", c.Fairness, strings.Join(fairnessModes, ", "))
+	}
+	nonNegative := []struct {
+		key string
+		d   time.Duration
+	}{{"session_boost_ttl", c.SessionBoostTTL}, {"grace_period", c.GracePeriod}}
+	for _, p := range nonNegative {
+		if p.d < 0 {
+			return fmt.Errorf("%s: must be >= 0, got %s", p.key, p.d)
+		}
+	}
+	positive := []struct {
+		key string
+		d   time.Duration
+	}{{"fairness_half_life", c.FairnessHalfLife}, {"max_wait", c.MaxWait},
+		{"scrape_interval", c.ScrapeInterval}, {"metrics_staleness", c.MetricsStaleness}}
+	for _, p := range positive {
+		if p.d <= 0 {
+			return fmt.Errorf("%s: must be > 0, got %s", p.key, p.d)
+		}
+	}
+	switch {
+	case c.InflightPerWorker < 1:
+		return fmt.Errorf("inflight_per_worker: must be >= 1, got %d", c.InflightPerWorker)
+	case c.BoostSessions < 1:
+		return fmt.Errorf("boost_sessions: must be >= 1, got %d", c.BoostSessions)
+	case c.MaxQueueLength < 0:
+		return fmt.Errorf("max_queue_length: must be >= 0, got %d", c.MaxQueueLength)
+	case c.UserHeader != "" && !validHeaderName(c.UserHeader):
+		return fmt.Errorf("user_header: %q is not a header name", c.UserHeader)
+	case !validMetricName(c.WaitingMetric):
+		return fmt.Errorf("waiting_metric: %q is not a Prometheus metric name", c.WaitingMetric)
+	case c.RespectWorkerQueue && c.MetricsStaleness < c.ScrapeInterval:
+		return fmt.Errorf("metrics_staleness: must be >= scrape_interval (%s) with respect_worker_queue, got %s",
+			c.ScrapeInterval, c.MetricsStaleness)
+	}
+	return nil
+}
+
+// User returns the user a request is charged to for fairness: the value of
+// the configured user_header when set (header returns "" for an absent
+// header), else bodyUser, the body's user field.
+func (c Config) User(header func(name string) string, bodyUser string) string {
+	if c.UserHeader != "" {
+		return header(c.UserHeader)
+	}
+	return bodyUser
+}
+
+// validHeaderName reports whether s is an HTTP token (RFC 9110 field name).
+func validHeaderName(s string) bool {
+	for _, r := range s {
+		if r > 0x7e || r <= ' ' || strings.ContainsRune(`"(),/:;<=>?@[\]{}`, r) {
+			return false
+		}
+	}
+	return s != ""
+}
+
+// validMetricName reports whether s matches [a-zA-Z_:][a-zA-Z0-9_:]*.
+func validMetricName(s string) bool {
+	for i, r := range s {
+		letter := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r == '_' || r == ':'
+		if !letter && (i == 0 || r < '0' || r > '9') {
+			return false
+		}
+	}
+	return s != ""
+}

@@ -117,7 +117,7 @@ func Compare(w io.Writer, runs []*RunSummary, markdown bool) {
 			}
 			any = true
 			sort.Float64s(xs)
-			row = append(row, number(Percentile(xs, 50), cr.unit))
+			row = append(row, valueNumber(Percentile(xs, 50), cr.unit, number))
 		}
 		if any {
 			rows = append(rows, row)

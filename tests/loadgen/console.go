@@ -29,7 +29,7 @@ func PrintSummary(w io.Writer, sum *Summary) {
 		}
 		row := []string{csvName(m)}
 		if m.Value != nil {
-			row = append(row, number(*m.Value, m.Unit), "-", "-", "-", "-", "-", "-")
+			row = append(row, valueNumber(*m.Value, m.Unit, number), "-", "-", "-", "-", "-", "-")
 		} else {
 			for _, name := range []string{"avg", "min", "max", "p99", "p90", "p50", "std"} {
 				v, _ := m.Stats.Get(name)

@@ -87,7 +87,7 @@ func writeReport(w *bufio.Writer, res *Result, sum *Summary, info RunInfo) error
 		m := &sum.Metrics[i]
 		row := []string{csvName(m)}
 		if m.Value != nil {
-			row = append(row, number(*m.Value, m.Unit), "", "", "", "", "", "")
+			row = append(row, valueNumber(*m.Value, m.Unit, number), "", "", "", "", "", "")
 		} else {
 			for _, n := range []string{"avg", "min", "max", "p50", "p90", "p99", "std"} {
 				v, _ := m.Stats.Get(n)

@@ -3,7 +3,6 @@ package loadgen
 import (
 	"bufio"
 	"bytes"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,8 +11,6 @@ import (
 	"os"
 	"strings"
 	"time"
-
-	"github.com/cespare/xxhash/v2"
 )
 
 // fileRow is one JSONL line of an aiperf dataset, or one turn of a
@@ -221,10 +218,9 @@ func (l *loader) block(id int64) []int {
 	if b, ok := l.blocks[id]; ok {
 		return b
 	}
-	var buf [16]byte
-	binary.LittleEndian.PutUint64(buf[:8], l.seed)
-	binary.LittleEndian.PutUint64(buf[8:], uint64(id))
-	b := l.corpus.Tokens(int(xxhash.Sum64(buf[:])%uint64(l.corpus.Len())), l.blockSize)
+	// The block's corpus offset depends on the seed and the id only.
+	offset := rand.New(rand.NewPCG(l.seed, uint64(id))).IntN(l.corpus.Len())
+	b := l.corpus.Tokens(offset, l.blockSize)
 	l.blocks[id] = b
 	return b
 }

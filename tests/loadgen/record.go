@@ -31,7 +31,7 @@ type Record struct {
 	ContentChunks                            int
 
 	// Server-reported usage, valid when HasUsage.
-	HasUsage                                   bool
+	HasUsage                                     bool
 	PromptTokens, CompletionTokens, CachedTokens int
 	// ClientPromptTokens is the prompt's length with duet's tokenizer (the
 	// rendering duet's frontend tokenizes); ClientOutputTokens the reply's.

@@ -1,6 +1,7 @@
 package loadgen
 
 import (
+	"context"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -13,7 +14,7 @@ import (
 
 // burst keeps concurrency sessions in flight, each sending its turns after
 // their think times (aiperf's concurrency_burst).
-func (p *phase) burst(concurrency int) {
+func (p *phase) burst(ctx context.Context, concurrency int) {
 	slots := newSlots(concurrency)
 	for p.acquire(slots) {
 		s, ok := p.src.next()
@@ -26,7 +27,7 @@ func (p *phase) burst(concurrency int) {
 		go func() {
 			defer p.wg.Done()
 			defer release(slots)
-			p.run(ss, p.thinkTime)
+			p.run(ctx, ss, p.thinkTime)
 		}()
 	}
 	p.wg.Wait()
@@ -46,7 +47,7 @@ func (p *phase) thinkTime(k int, t *Turn, prevEnd time.Time) bool {
 // continuation whose think time has passed if there is one, else the first
 // turn of a new session (as aiperf issues credits); concurrency > 0 caps the
 // sessions in flight.
-func (p *phase) rate(rate float64, pattern string, concurrency int) {
+func (p *phase) rate(ctx context.Context, rate float64, pattern string, concurrency int) {
 	c := &credits{}
 	quit := make(chan struct{})
 	var dispatcher sync.WaitGroup
@@ -77,7 +78,7 @@ func (p *phase) rate(rate float64, pattern string, concurrency int) {
 		go func() {
 			defer p.wg.Done()
 			defer release(slots)
-			p.run(ss, cont)
+			p.run(ctx, ss, cont)
 		}()
 	}
 	p.wg.Wait()
@@ -103,7 +104,7 @@ func (p *phase) dispatch(c *credits, rate float64, pattern string, quit <-chan s
 		case <-p.budget.stop:
 			timer.Stop()
 			return
-		case <-p.ctx.Done():
+		case <-p.cancelled:
 			timer.Stop()
 			return
 		}
@@ -152,7 +153,7 @@ func (c *credits) wait(p *phase, continuation bool) bool {
 	case <-w.ch:
 		return !p.stopped()
 	case <-p.budget.stop:
-	case <-p.ctx.Done():
+	case <-p.cancelled:
 	}
 	c.mu.Lock()
 	w.gone = true
@@ -182,7 +183,7 @@ func (c *credits) grant() {
 // session ends is replaced by a new user with a new id. Users start evenly
 // staggered over one gap, and the first wave's sessions are shortened so
 // their ends spread over a session length (aiperf's "virtual history").
-func (p *phase) userCentric(users int, rate float64, concurrency int) {
+func (p *phase) userCentric(ctx context.Context, users int, rate float64, concurrency int) {
 	gap := time.Duration(float64(users) / rate * float64(time.Second))
 	slots := newSlots(concurrency)
 	start := time.Now()
@@ -190,13 +191,13 @@ func (p *phase) userCentric(users int, rate float64, concurrency int) {
 		p.wg.Add(1)
 		go func() {
 			defer p.wg.Done()
-			p.user(u, users, start.Add(gap*time.Duration(u)/time.Duration(users)), gap, slots)
+			p.user(ctx, u, users, start.Add(gap*time.Duration(u)/time.Duration(users)), gap, slots)
 		}()
 	}
 	p.wg.Wait()
 }
 
-func (p *phase) user(u, users int, at time.Time, gap time.Duration, slots chan struct{}) {
+func (p *phase) user(ctx context.Context, u, users int, at time.Time, gap time.Duration, slots chan struct{}) {
 	for wave := 0; ; wave++ {
 		if !p.sleepUntil(at) || !p.acquire(slots) {
 			return
@@ -210,7 +211,7 @@ func (p *phase) user(u, users int, at time.Time, gap time.Duration, slots chan s
 		if wave == 0 {
 			ss.turns = (len(s.Turns)*(u+1) + users - 1) / users
 		}
-		end := p.run(ss, func(k int, _ *Turn, prevEnd time.Time) bool {
+		end := p.run(ctx, ss, func(k int, _ *Turn, prevEnd time.Time) bool {
 			if k > 0 {
 				at = at.Add(gap)
 				if prevEnd.After(at) {
@@ -231,7 +232,7 @@ func (p *phase) user(u, users int, at time.Time, gap time.Duration, slots chan s
 // turn's timestamp, a later turn at its own timestamp (or at once, if the
 // previous answer came after it), or its delay after the previous answer
 // when it has no timestamp. concurrency > 0 caps the sessions in flight.
-func (p *phase) fixed(sessions []*Session, concurrency int, autoOffset bool) {
+func (p *phase) fixed(ctx context.Context, sessions []*Session, concurrency int, autoOffset bool) {
 	if len(sessions) == 0 {
 		return
 	}
@@ -261,7 +262,7 @@ func (p *phase) fixed(sessions []*Session, concurrency int, autoOffset bool) {
 		go func() {
 			defer p.wg.Done()
 			defer release(slots)
-			p.run(ss, g)
+			p.run(ctx, ss, g)
 		}()
 	}
 	p.wg.Wait()

@@ -13,7 +13,7 @@ import (
 
 const (
 	chartW, chartH             = 640, 300
-	padL, padR, padTop, padBot = 60, 16, 16, 44
+	padL, padR, padTop, padBot = 60, 16, 30, 44
 )
 
 // series is one line of a line chart.
@@ -112,8 +112,8 @@ func frame(b *strings.Builder, xt, yt []float64, xa, ya axis, xLabel, yLabel str
 func legend(b *strings.Builder, names, colors []string) {
 	x := float64(padL + 10)
 	for i, n := range names {
-		fmt.Fprintf(b, `<rect x="%.1f" y="%d" width="10" height="10" fill="%s"/>`, x, padTop+2, colors[i])
-		fmt.Fprintf(b, `<text x="%.1f" y="%d">%s</text>`, x+14, padTop+11, esc(n))
+		fmt.Fprintf(b, `<rect x="%.1f" y="4" width="10" height="10" fill="%s"/>`, x, colors[i])
+		fmt.Fprintf(b, `<text x="%.1f" y="13">%s</text>`, x+14, esc(n))
 		x += 24 + 7*float64(len(n))
 	}
 }

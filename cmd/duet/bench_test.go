@@ -1,0 +1,64 @@
+package main
+
+import (
+	"testing"
+	"time"
+
+	"github.com/duet-serve/duet/tests/loadgen"
+	"github.com/spf13/pflag"
+	"github.com/stretchr/testify/require"
+)
+
+func parseBench(t *testing.T, args ...string) (loadgen.Config, error) {
+	t.Helper()
+	f := &benchFlags{cfg: loadgen.Defaults()}
+	fs := pflag.NewFlagSet("bench", pflag.ContinueOnError)
+	defineBenchFlags(fs, f)
+	require.NoError(t, fs.Parse(args))
+	return f.config(fs)
+}
+
+func TestBenchFlagsTakeAiperfSpellings(t *testing.T) {
+	cfg, err := parseBench(t, "--model-names", "m", "-u", "host:9", "--conversation-num", "7",
+		"--conversation-turn-mean", "4", "--conversation-turn-delay-mean", "250", "--synthetic-input-tokens-mean", "64",
+		"--output-tokens-mean", "32", "--arrival-pattern", "constant", "--request-rate", "3",
+		"-H", "X-A:1", "--header", `{"X-B":"2"}`, "--extra-inputs", "ignore_eos:true", "--extra-inputs", "min_tokens:5",
+		"--benchmark-duration", "1.5", "--request-timeout-seconds", "9", "--random-seed", "0")
+	require.NoError(t, err)
+	require.Equal(t, "m", cfg.Model)
+	require.Equal(t, "host:9", cfg.URL)
+	require.Equal(t, 7, cfg.NumSessions)
+	require.Equal(t, 4.0, cfg.TurnsMean)
+	require.Equal(t, 250.0, cfg.TurnDelayMean)
+	require.Equal(t, 64, cfg.ISL)
+	require.Equal(t, 32, cfg.OSL)
+	require.Equal(t, loadgen.ArrivalConstant, cfg.ArrivalPattern)
+	require.Equal(t, []loadgen.Header{{Name: "X-A", Value: "1"}, {Name: "X-B", Value: "2"}}, cfg.Headers)
+	require.Equal(t, []loadgen.ExtraInput{{Key: "ignore_eos", Value: []byte("true")}, {Key: "min_tokens", Value: []byte("5")}}, cfg.ExtraInputs)
+	require.Equal(t, 1500*time.Millisecond, cfg.Duration)
+	require.Equal(t, 9*time.Second, cfg.RequestTimeout)
+	require.True(t, cfg.SeedSet, "--random-seed 0 is a seed")
+	require.Equal(t, uint64(0), cfg.Seed)
+
+	cfg, err = parseBench(t, "-m", "m")
+	require.NoError(t, err)
+	require.False(t, cfg.SeedSet, "no seed: Run draws one")
+	require.Equal(t, 30*time.Second, cfg.GracePeriod)
+}
+
+func TestBenchFlagErrorsNameTheFlag(t *testing.T) {
+	_, err := parseBench(t, "-m", "m", "--extra-inputs", "oops")
+	require.ErrorContains(t, err, "--extra-inputs")
+	_, err = parseBench(t, "--isl", "10")
+	require.ErrorContains(t, err, "--model: required")
+	_, err = parseBench(t, "-m", "m", "--user-centric-rate", "2")
+	require.ErrorContains(t, err, "--num-users")
+}
+
+func TestDefaultArtifactDir(t *testing.T) {
+	c := loadgen.Defaults()
+	c.Model, c.Concurrency = "meta-llama/Llama-3.1-8B-Instruct", 8
+	require.Equal(t, "artifacts/meta-llama_Llama-3.1-8B-Instruct-openai-chat-concurrency8", defaultArtifactDir(c))
+	c.RequestRate = 2.5
+	require.Equal(t, "artifacts/meta-llama_Llama-3.1-8B-Instruct-openai-chat-request_rate2.5", defaultArtifactDir(c))
+}

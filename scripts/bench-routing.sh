@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# Compares routing policies on one multi-turn workload: for each policy and each repeat, starts a fresh
+# `duet serve` over simulated workers, runs `duet bench` against it, stops it; then prints
+# `duet bench compare --markdown` of all runs (repeats of a policy merged into medians).
+#
+# usage: scripts/bench-routing.sh [runs=3] [policies="round-robin least-load conversation"]
+# env:   OUT (artifact root, default artifacts/routing), TIME_SCALE (sim time scale, default 1),
+#        NCTX/NGEN (workers per pool, default 4/4), CTX_KV_BLOCKS (ctx KV cache in 32-token blocks,
+#        default 1024 = 32k tokens, so the sessions' working set does not fit), PORT (default 18700),
+#        BENCH_ARGS (replaces the workload flags below).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+RUNS=${1:-3}
+POLICIES=${2:-"round-robin least-load conversation"}
+OUT=${OUT:-artifacts/routing}
+TIME_SCALE=${TIME_SCALE:-1}
+NCTX=${NCTX:-4}
+NGEN=${NGEN:-4}
+CTX_KV_BLOCKS=${CTX_KV_BLOCKS:-1024}
+PORT=${PORT:-18700}
+MODEL=meta-llama/Llama-3.1-8B-Instruct
+# 96 sessions of 6 +- 2 turns, 30 in flight, 1 +- 0.5 s think time; each session has a 1000-token
+# system prompt shared by all and a 3000-token context of its own, then 200 +- 50 new tokens and
+# 100 +- 30 output tokens a turn. The spreads matter: with identical sessions in lock step a
+# round-robin counter sends a session's turns to the same worker by coincidence.
+DEFAULT_ARGS="--streaming --num-sessions 96 --session-turns-mean 6 --session-turns-stddev 2
+  --session-turn-delay-mean 1000 --session-turn-delay-stddev 500
+  --shared-system-prompt-length 1000 --user-context-prompt-length 3000 --isl 200 --isl-stddev 50
+  --osl 100 --osl-stddev 30 --extra-inputs ignore_eos:true --concurrency 30 --random-seed 1"
+read -r -a WORKLOAD <<<"$(echo ${BENCH_ARGS:-$DEFAULT_ARGS})"
+
+make -s build
+mkdir -p "$OUT"
+WORK=$(mktemp -d)
+SERVE_PID=
+cleanup() { [ -n "$SERVE_PID" ] && kill "$SERVE_PID" 2>/dev/null && wait "$SERVE_PID" 2>/dev/null; rm -rf "$WORK"; }
+trap cleanup EXIT
+
+serve_config() { # $1 policy
+  cat >"$WORK/duet.yaml" <<YAML
+log: {level: warn}
+server: {host: 127.0.0.1, port: $PORT}
+router: {policy: $1}
+fleet:
+  run_dir: $WORK/run
+  context:
+    engine: sim
+    count: $NCTX
+    base_port: $((PORT + 10))
+    args: ["--time-scale", "$TIME_SCALE", "--kv-capacity-blocks", "$CTX_KV_BLOCKS"]
+  generation:
+    engine: sim
+    count: $NGEN
+    base_port: $((PORT + 10 + NCTX))
+    args: ["--time-scale", "$TIME_SCALE"]
+YAML
+}
+
+DIRS=()
+for run in $(seq 1 "$RUNS"); do
+  for policy in $POLICIES; do
+    serve_config "$policy"
+    ./bin/duet serve --config "$WORK/duet.yaml" >"$WORK/serve-$policy-$run.log" 2>&1 &
+    SERVE_PID=$!
+    for _ in $(seq 1 300); do curl -sf "http://127.0.0.1:$PORT/health" >/dev/null 2>&1 && break; sleep 0.1; done
+    curl -sf "http://127.0.0.1:$PORT/health" >/dev/null || { cat "$WORK/serve-$policy-$run.log" >&2; exit 1; }
+    dir="$OUT/$policy-$run"
+    echo "== $policy, run $run -> $dir" >&2
+    ./bin/duet bench -m "$MODEL" --url "127.0.0.1:$PORT" "${WORKLOAD[@]}" --label "$policy" \
+      --artifact-dir "$dir" --no-progress >"$WORK/bench-$policy-$run.txt"
+    DIRS+=("$dir")
+    kill "$SERVE_PID"; wait "$SERVE_PID" 2>/dev/null || true; SERVE_PID=
+  done
+done
+echo "workload: duet bench ${WORKLOAD[*]}; fleet: $NCTX ctx + $NGEN gen sims, --time-scale $TIME_SCALE, ctx KV $CTX_KV_BLOCKS blocks"
+./bin/duet bench compare --markdown "${DIRS[@]}"

@@ -22,13 +22,18 @@ type Config struct {
 	// HashSkipCount ignores matches that do not go beyond this many leading
 	// blocks (default 0; shared prefixes are also detected automatically).
 	HashSkipCount int `mapstructure:"hash_skip_count" help:"leading blocks a prefix match must go beyond"`
-	// SpillLoadFactor spills a pinned request when its worker's load is
-	// above this multiple of the pool's mean load (default 2.0; 0 never
-	// spills).
-	SpillLoadFactor float64 `mapstructure:"spill_load_factor" help:"spill when the pinned worker's load exceeds this multiple of the mean (0: never)"`
-	// SpillMinTokens is the load, in tokens, below which a pinned worker is
-	// never considered overloaded (default 16384).
-	SpillMinTokens int64 `mapstructure:"spill_min_tokens" help:"pinned load in tokens below which no spill happens"`
+	// SpillLoadFactor spills a gen leg when its pinned worker's load (KV
+	// occupancy) is above this multiple of the other workers' mean (default
+	// 2.0; 0 turns spilling off on both legs).
+	SpillLoadFactor float64 `mapstructure:"spill_load_factor" help:"gen: spill when the pinned worker's load exceeds this multiple of the others' mean (0: never spill)"`
+	// SpillMinTokens is the gen load, in tokens, below which a pinned gen
+	// worker is never considered overloaded (default 16384).
+	SpillMinTokens int64 `mapstructure:"spill_min_tokens" help:"gen: pinned load in tokens below which no spill happens"`
+	// SpillMarginTokens is how much more prefill work a pinned ctx worker
+	// may have ahead of a request than the least-loaded other worker would
+	// (counting the whole prompt there, only the uncached part here) before
+	// the request spills (default 2048 tokens, ~0.1 s of prefill).
+	SpillMarginTokens int64 `mapstructure:"spill_margin_tokens" help:"ctx: extra prefill tokens a pinned worker may carry over the best alternative before a spill"`
 	// VirtualNodes is the consistent-hash ring's points per worker
 	// (default 100).
 	VirtualNodes int `mapstructure:"virtual_nodes" help:"consistent-hash ring points per worker"`
@@ -46,7 +51,7 @@ type Config struct {
 // Defaults returns the default configuration.
 func Defaults() Config {
 	return Config{Policy: PolicyConversation, TokensPerBlock: 32, MaxSessions: 100000, SessionTTL: 60 * time.Minute,
-		SpillLoadFactor: 2.0, SpillMinTokens: 16384, VirtualNodes: 100, Fallback: 2, LoadWeight: 1.0, KVBlocksPerWorker: 14000}
+		SpillLoadFactor: 2.0, SpillMinTokens: 16384, SpillMarginTokens: 2048, VirtualNodes: 100, Fallback: 2, LoadWeight: 1.0, KVBlocksPerWorker: 14000}
 }
 
 // Validate checks the configuration; errors name the key.
@@ -67,6 +72,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("spill_load_factor: must be 0 (off) or >= 1, got %g", c.SpillLoadFactor)
 	case c.SpillMinTokens < 0:
 		return fmt.Errorf("spill_min_tokens: must be >= 0, got %d", c.SpillMinTokens)
+	case c.SpillMarginTokens < 0:
+		return fmt.Errorf("spill_margin_tokens: must be >= 0, got %d", c.SpillMarginTokens)
 	case c.VirtualNodes < 1:
 		return fmt.Errorf("virtual_nodes: must be >= 1, got %d", c.VirtualNodes)
 	case c.Fallback < 0:

@@ -81,8 +81,13 @@ func (c *Conversation) lookup(req *Request, now time.Time) (*session, choice) {
 // overloaded, else the least-loaded one. A leg that had to be picked again
 // is re-pinned; a spill leaves the pin (and its cache) in place.
 func (c *Conversation) placeLegs(s *session, ch *choice, promptLen int, ctxCands, genCands []*Endpoint) {
-	ctx, ctxWhy := c.leg(s.ctx, ctxCands, "ctx", &c.ctxTurn)
-	gen, genWhy := c.leg(s.gen, otherThan(genCands, ctx), "gen", &c.genTurn)
+	uncached := int64(promptLen - min(s.ctxHeld, promptLen))
+	ctx, ctxWhy := c.leg(s.ctx, ctxCands, "ctx", &c.ctxTurn, func(pinned, alt *Endpoint) bool {
+		return c.prefillBacklogged(pinned, alt, uncached, int64(promptLen))
+	})
+	gen, genWhy := c.leg(s.gen, otherThan(genCands, ctx), "gen", &c.genTurn, func(pinned, _ *Endpoint) bool {
+		return c.occupied(pinned, otherThan(genCands, pinned))
+	})
 	ch.ctx, ch.gen = ctx, gen
 	ch.decision = combine(ch.decision, ctxWhy, genWhy)
 	if s.ctx != "" && ctxWhy == "" {
@@ -118,8 +123,9 @@ func combine(base string, whys ...string) string {
 }
 
 // leg returns the worker for one leg and why it is not the pinned one:
-// "" (pinned, or newly placed), repin, or spill:<role>-overload.
-func (c *Conversation) leg(pinned string, cands []*Endpoint, role string, turn *atomic.Uint64) (*Endpoint, string) {
+// "" (pinned, or newly placed), repin, or spill:<role>-overload when
+// overloaded(pinned, best alternative) says the pinned worker is worse.
+func (c *Conversation) leg(pinned string, cands []*Endpoint, role string, turn *atomic.Uint64, overloaded func(pinned, alt *Endpoint) bool) (*Endpoint, string) {
 	if pinned == "" {
 		return leastLoaded(cands, turn.Add(1)), ""
 	}
@@ -128,22 +134,32 @@ func (c *Conversation) leg(pinned string, cands []*Endpoint, role string, turn *
 		c.stats.addBreak(reasonWorkerGone)
 		return leastLoaded(cands, turn.Add(1)), DecisionRepin
 	}
-	if c.overloaded(ep, cands) {
-		if alt := leastLoaded(otherThan(cands, ep), turn.Add(1)); alt != ep {
-			c.stats.addSpill(role + "-overload")
-			c.stats.addBreak(reasonSpill)
-			return alt, DecisionSpill + ":" + role + "-overload"
-		}
+	others := otherThan(cands, ep)
+	if c.cfg.SpillLoadFactor == 0 || len(others) == len(cands) {
+		return ep, ""
+	}
+	if alt := leastLoaded(others, turn.Add(1)); overloaded(ep, alt) {
+		c.stats.addSpill(role + "-overload")
+		c.stats.addBreak(reasonSpill)
+		return alt, DecisionSpill + ":" + role + "-overload"
 	}
 	return ep, ""
 }
 
-// overloaded reports whether the pinned worker's load is past the bound:
-// above spill_min_tokens and above spill_load_factor times the mean load of
-// the other available workers.
-func (c *Conversation) overloaded(ep *Endpoint, cands []*Endpoint) bool {
-	others := otherThan(cands, ep)
-	if c.cfg.SpillLoadFactor == 0 || len(others) == len(cands) || len(others) == 0 {
+// prefillBacklogged compares the prefill work ahead of the request: on the
+// pinned ctx worker its backlog plus the request's uncached tokens, on the
+// alternative its backlog plus the whole prompt (it holds none of it). The
+// request spills when the pinned worker is worse by more than
+// spill_margin_tokens.
+func (c *Conversation) prefillBacklogged(pinned, alt *Endpoint, uncached, prompt int64) bool {
+	return pinned.Load()+uncached > alt.Load()+prompt+c.cfg.SpillMarginTokens
+}
+
+// occupied reports whether a pinned gen worker's load (KV occupancy) is
+// past the bound: above spill_min_tokens and above spill_load_factor times
+// the others' mean.
+func (c *Conversation) occupied(ep *Endpoint, others []*Endpoint) bool {
+	if len(others) == 0 {
 		return false
 	}
 	load := ep.Load()

@@ -223,10 +223,13 @@ func TestConversationHashSkipCount(t *testing.T) {
 
 func TestConversationSpillsFromOverloadedWorker(t *testing.T) {
 	p := fleet(2, 2)
-	r, _ := convRouter(t, p, func(c *Config) { c.SpillMinTokens = 100 })
+	r, _ := convRouter(t, p, func(c *Config) { c.SpillMarginTokens = 100 })
 	first := route(t, r, req("a", tokens(0, 10)))
 	pinned := first.Ctx.Endpoint()
-	hog := pinned.Acquire(10_000)
+	hog := pinned.Acquire(50) // a small backlog: staying is cheaper than recomputing elsewhere
+	require.Equal(t, DecisionSticky, route(t, r, req("a", tokens(0, 12))).Decision)
+	hog.Release()
+	hog = pinned.Acquire(10_000)
 	spilled := route(t, r, req("a", tokens(0, 12)))
 	require.Equal(t, "spill:ctx-overload", spilled.Decision)
 	require.NotEqual(t, pinned.ID, spilled.Ctx.Endpoint().ID)
@@ -235,6 +238,26 @@ func TestConversationSpillsFromOverloadedWorker(t *testing.T) {
 	back := route(t, r, req("a", tokens(0, 14)))
 	require.Equal(t, DecisionSticky, back.Decision)
 	require.Equal(t, pinned.ID, back.Ctx.Endpoint().ID, "a spill leaves the pin in place")
+}
+
+func TestConversationGenLegSpillsOnOccupancy(t *testing.T) {
+	p := fleet(2, 2)
+	r, _ := convRouter(t, p, func(c *Config) { c.SpillMinTokens = 100 })
+	first := route(t, r, req("a", tokens(0, 10)))
+	hog := first.Gen.Endpoint().Acquire(10_000)
+	defer hog.Release()
+	spilled := route(t, r, req("a", tokens(0, 12)))
+	require.Equal(t, "spill:gen-overload", spilled.Decision)
+	require.Equal(t, first.Ctx.Endpoint().ID, spilled.Ctx.Endpoint().ID, "the ctx leg stays home")
+}
+
+func TestConversationSpillingOff(t *testing.T) {
+	p := fleet(2, 2)
+	r, _ := convRouter(t, p, func(c *Config) { c.SpillLoadFactor = 0 })
+	first := route(t, r, req("a", tokens(0, 10)))
+	hog := first.Ctx.Endpoint().Acquire(1_000_000)
+	defer hog.Release()
+	require.Equal(t, DecisionSticky, route(t, r, req("a", tokens(0, 12))).Decision)
 }
 
 func TestConversationExpectsCachedTokensOnStickyTurns(t *testing.T) {
@@ -348,6 +371,7 @@ func TestConfigValidateNamesKeys(t *testing.T) {
 	}{
 		{func(c *Config) { c.TokensPerBlock = 0 }, "tokens_per_block: must be >= 1, got 0"},
 		{func(c *Config) { c.SpillLoadFactor = 0.5 }, "spill_load_factor: must be 0 (off) or >= 1, got 0.5"},
+		{func(c *Config) { c.SpillMarginTokens = -1 }, "spill_margin_tokens: must be >= 0, got -1"},
 		{func(c *Config) { c.SessionTTL = 0 }, "session_ttl: must be > 0, got 0s"},
 		{func(c *Config) { c.VirtualNodes = 0 }, "virtual_nodes: must be >= 1, got 0"},
 	}

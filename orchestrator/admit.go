@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"time"
 
 	"github.com/duet-serve/duet/orchestrator/queue"
 )
@@ -29,5 +30,6 @@ func (o *Orchestrator) admit(ctx context.Context, in Incoming, req *Request, t *
 	case errors.As(err, &rej):
 		return &Error{Status: http.StatusServiceUnavailable, Message: "waited too long in the admission queue: retry later", Code: "queue_timeout", RetryAfter: rej.RetryAfter(), Err: err}
 	}
-	return &Error{Status: statusClientClosed, Message: "client went away while queued", Err: err}
+	// The only context that ends a wait is the server's: it is shutting down.
+	return &Error{Status: http.StatusServiceUnavailable, Message: "server shutting down: retry later", RetryAfter: time.Second, Err: err}
 }

@@ -32,10 +32,12 @@ type Config struct {
 	// PingInterval is how often a silent stream gets a ": ping" comment so
 	// that a gone client is noticed (default 100ms).
 	PingInterval time.Duration `mapstructure:"ping_interval" help:"SSE keep-alive comment interval during silences"`
-	// MaxLocalPrefillTokens turns on conditional disaggregation: prompts of
-	// at most this many tokens skip the context phase and are prefilled by
-	// the gen worker (default 0 = always disaggregate).
-	MaxLocalPrefillTokens int `mapstructure:"max_local_prefill_tokens" help:"prompts up to this many tokens skip the context phase (0: never)"`
+	// MaxLocalPrefillTokens turns on cache-aware conditional
+	// disaggregation: when at most this many of the prompt's tokens are not
+	// already held by the chosen gen worker (as the router expects), the
+	// context phase is skipped and the gen worker prefills them (default 0 =
+	// always disaggregate).
+	MaxLocalPrefillTokens int `mapstructure:"max_local_prefill_tokens" help:"skip the context phase when at most this many prompt tokens are uncached on the gen worker (0: never)"`
 	// DefaultMaxTokens is the output length assumed for load accounting
 	// when a request sets no limit (default 256).
 	DefaultMaxTokens int `mapstructure:"default_max_tokens" help:"output tokens assumed for load when a request sets no limit"`

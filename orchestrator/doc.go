@@ -10,8 +10,10 @@
 // streaming Response relays into.
 //
 // Concurrency: an Orchestrator is safe for concurrent use. Handle runs on
-// the caller's goroutine. A streaming Response's Relay starts one reader
-// goroutine for the upstream stream and joins it before returning; a
-// timed-out upstream call leaves one goroutine that ends when the call does
-// (bounded by the stream's total timeout) and releases its response.
+// the caller's goroutine. A streaming generation starts one reader
+// goroutine for the upstream stream when it opens (during Handle); the
+// Response's Relay or Close joins it. A timed-out upstream call leaves one
+// goroutine that ends when the call does (bounded by the stream's total
+// timeout) and releases its response. An SGLang prefill leg runs in a
+// goroutine bounded by context_timeout; Close joins them all.
 package orchestrator

@@ -69,7 +69,11 @@ type workerError struct {
 	status  int    // 0 when no response
 	body    []byte // the worker's error body, if any
 	timeout bool
-	err     error
+	// afterHandle marks a gen worker's answer to a request carrying a KV
+	// handle: the ctx worker accepted the same body, so a 4xx is about the
+	// handle (spent, expired, unknown) and worth a fresh attempt.
+	afterHandle bool
+	err         error
 }
 
 func (e *workerError) Error() string {
@@ -84,7 +88,7 @@ func (e *workerError) Error() string {
 func (e *workerError) Unwrap() error { return e.err }
 
 func (e *workerError) retryable() bool {
-	return e.status == 0 || e.status >= 500 || e.status == http.StatusTooManyRequests
+	return e.status == 0 || e.status >= 500 || e.status == http.StatusTooManyRequests || e.afterHandle
 }
 
 // clientError is what the client sees once retries are exhausted or the
@@ -93,6 +97,9 @@ func (e *workerError) clientError() *Error {
 	switch {
 	case e.timeout:
 		return &Error{Status: http.StatusGatewayTimeout, Message: fmt.Sprintf("%s phase timed out", e.phase), Err: e}
+	case e.status == http.StatusTooManyRequests:
+		return &Error{Status: http.StatusServiceUnavailable, Message: fmt.Sprintf("%s workers are saturated: retry later", e.phase),
+			RetryAfter: time.Second, Err: e}
 	case e.status >= 400 && e.status < 500:
 		return &Error{Status: e.status, Body: openaiErrorOrNil(e.body), Message: string(truncate(e.body, 500)), Err: e}
 	default:

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/duet-serve/duet/orchestrator/protocol"
@@ -48,6 +49,9 @@ type Orchestrator struct {
 	now     func() time.Time
 	rand    func() uint64
 	queue   *queue.Queue // nil: no admission queue
+	// background joins the SGLang prefill legs, which run beside the
+	// request that started them.
+	background sync.WaitGroup
 }
 
 // New validates the configuration and builds an Orchestrator.
@@ -76,6 +80,10 @@ func New(o Options) (*Orchestrator, error) {
 		metrics: m, log: o.Log, access: o.AccessLog, now: o.Now, rand: o.Rand, queue: o.Queue}, nil
 }
 
+// Close waits for background work (SGLang prefill legs, each bounded by
+// context_timeout) to end. Call it after the frontend stopped.
+func (o *Orchestrator) Close() { o.background.Wait() }
+
 // Config returns the configuration in use.
 func (o *Orchestrator) Config() Config { return o.cfg }
 
@@ -97,9 +105,10 @@ func (o *Orchestrator) Handle(ctx context.Context, in Incoming) *Response {
 		return o.fail(t, err)
 	}
 	defer func() {
-		if p := recover(); p != nil { // refund everything, then let the HTTP edge answer 500
+		if p := recover(); p != nil { // refund and record everything, then let the HTTP edge answer 500
 			t.pair.Release()
-			t.slot.Release(false)
+			t.status, t.err = http.StatusInternalServerError, fmt.Errorf("panic: %v", p)
+			o.finish(t)
 			panic(p)
 		}
 	}()
@@ -132,11 +141,10 @@ func (o *Orchestrator) serve(req *Request, t *trace) (*Response, error) {
 			}
 			return nil, &Error{Status: http.StatusServiceUnavailable, Message: err.Error(), Err: err}
 		}
-		t.attempts++
-		t.ctxWorker, t.genWorker, t.decision = pair.Ctx.Endpoint().ID, pair.Gen.Endpoint().ID, pair.Decision
-		t.pair, t.session, t.mintedSession = pair, pair.Session, pair.Minted
-		if pair.Session != "" && pair.Session != req.SessionKey {
-			t.slot.SetSession(pair.Session) // its completion boosts the session routing found or minted
+		t.startAttempt(pair)
+		if pair.Session != "" && rr.SessionKey == "" {
+			rr.SessionKey = pair.Session // a retry continues the session routing found or minted
+			t.slot.SetSession(pair.Session)
 		}
 		o.metrics.decisions.WithLabelValues(decisionLabel(pair.Decision)).Inc()
 		resp, err := o.attempt(req, pair, t)
@@ -144,7 +152,7 @@ func (o *Orchestrator) serve(req *Request, t *trace) (*Response, error) {
 			return resp, nil // resp owns the pair's leases now
 		}
 		pair.Release()
-		pair.Done(false, 0, -1)
+		pair.Done(router.Outcome{ReportedCached: -1})
 		t.pair = nil
 		var we *workerError
 		if !errors.As(err, &we) {
@@ -157,9 +165,11 @@ func (o *Orchestrator) serve(req *Request, t *trace) (*Response, error) {
 		}
 		last = we
 		o.metrics.retries.WithLabelValues(we.phase).Inc()
-		if we.phase == phaseContext {
+		switch {
+		case we.afterHandle: // the handle, not a worker, was refused: a fresh context phase may do
+		case we.phase == phaseContext:
 			rr.ExcludeCtx[we.worker] = true
-		} else {
+		default:
 			rr.ExcludeGen[we.worker] = true
 		}
 	}

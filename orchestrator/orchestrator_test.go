@@ -4,11 +4,14 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 )
 
@@ -240,4 +243,63 @@ func TestPanicInRelayReleasesEverything(t *testing.T) {
 	require.True(t, resp.Streaming())
 	require.NotPanics(t, func() { resp.Relay(bufio.NewWriterSize(panicWriter{}, 16)) })
 	h.requireNoLoad(t)
+}
+
+// flaky answers with first for the first call, then with rest.
+func flaky(first, rest func(http.ResponseWriter, map[string]json.RawMessage)) func(http.ResponseWriter, map[string]json.RawMessage) {
+	var mu sync.Mutex
+	calls := 0
+	return func(w http.ResponseWriter, b map[string]json.RawMessage) {
+		mu.Lock()
+		calls++
+		n := calls
+		mu.Unlock()
+		if n == 1 {
+			first(w, b)
+			return
+		}
+		rest(w, b)
+	}
+}
+
+func TestGenRejectingTheHandleIsRetriedWithAFreshContextPhase(t *testing.T) {
+	ctx := newFakeWorker(t, ctxOK)
+	gen := newFakeWorker(t, flaky(status(400), genStream(2, true))) // e.g. an expired handle
+	h := newHarness(t, testConfig(), []*fakeWorker{ctx}, []*fakeWorker{gen})
+	resp, out := h.run(testChatBody(false, ""), nil)
+	require.Equal(t, http.StatusOK, resp.Status, out)
+	require.Len(t, ctx.calls(), 2, "the retry redoes the context phase")
+}
+
+func TestWorkerErrorEventMidStreamIsAFailure(t *testing.T) {
+	gen := newFakeWorker(t, func(w http.ResponseWriter, _ map[string]json.RawMessage) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprint(w, "data: {\"choices\":[{\"delta\":{\"content\":\"x\"},\"finish_reason\":null}]}\n\n")
+		fmt.Fprint(w, "data: {\"error\":{\"message\":\"engine fell over\",\"type\":\"server_error\"}}\n\n")
+	})
+	h := newHarness(t, testConfig(), []*fakeWorker{newFakeWorker(t, ctxOK)}, []*fakeWorker{gen})
+	_, out := h.run(testChatBody(true, ""), nil)
+	require.Contains(t, out, "engine fell over")
+	require.True(t, strings.HasSuffix(out, "data: [DONE]\n\n"))
+	require.Equal(t, 1.0, testutil.ToFloat64(h.o.metrics.requests.WithLabelValues("chat", "502")), "recorded as a failure, not a 200")
+}
+
+func TestDoneBeforeContentIsRetried(t *testing.T) {
+	doneFirst := func(w http.ResponseWriter, _ map[string]json.RawMessage) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprint(w, "data: [DONE]\n\n")
+	}
+	h := newHarness(t, testConfig(), []*fakeWorker{newFakeWorker(t, ctxOK)},
+		[]*fakeWorker{newFakeWorker(t, doneFirst), newFakeWorker(t, genStream(2, true))})
+	resp, out := h.run(testChatBody(true, ""), nil)
+	require.Equal(t, http.StatusOK, resp.Status)
+	require.Equal(t, 1, strings.Count(out, "[DONE]"))
+	require.Contains(t, out, `" t1"`)
+}
+
+func TestSaturatedWorkersAre503WithRetryAfter(t *testing.T) {
+	h := newHarness(t, testConfig(), []*fakeWorker{newFakeWorker(t, status(429))}, []*fakeWorker{newFakeWorker(t, genStream(1, true))})
+	resp, _ := h.run(testChatBody(false, ""), nil)
+	require.Equal(t, http.StatusServiceUnavailable, resp.Status)
+	require.Equal(t, time.Second, resp.RetryAfter)
 }

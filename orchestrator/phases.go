@@ -3,6 +3,7 @@ package orchestrator
 import (
 	"errors"
 	"net/http"
+	"time"
 
 	"github.com/duet-serve/duet/orchestrator/protocol"
 	"github.com/duet-serve/duet/router"
@@ -13,6 +14,10 @@ const (
 	phaseContext    = "context"
 	phaseGeneration = "generation"
 )
+
+// streamSlack lets duet's own total-time limit fire (a clean 504 error
+// event) before the upstream connection's deadline cuts the body.
+const streamSlack = 5 * time.Second
 
 // attempt runs one try of a request on pair. On success the returned
 // Response owns the pair; on error the caller releases it.
@@ -66,6 +71,8 @@ func (o *Orchestrator) contextPhase(req *Request, ep *router.Endpoint, in protoc
 	if rep.status != http.StatusOK {
 		return protocol.Context{}, &workerError{phase: phaseContext, worker: ep.ID, status: rep.status, body: rep.body}
 	}
+	// From here the ctx worker prefilled and pins the KV until the gen
+	// worker pulls it; a gen 4xx now is about the handle, not the client.
 	c, err := o.adapter.ParseContextResponse(in, rep.body)
 	if errors.Is(err, protocol.ErrBadContextResponse) {
 		return protocol.Context{}, &workerError{phase: phaseContext, worker: ep.ID, err: err}
@@ -73,7 +80,7 @@ func (o *Orchestrator) contextPhase(req *Request, ep *router.Endpoint, in protoc
 	if err != nil {
 		return protocol.Context{}, err
 	}
-	t.cachedTokens, t.ctxReported = c.CachedTokens, true
+	t.cachedTokens, t.ctxRan = c.CachedTokens, true
 	if pair := t.pair; pair != nil && pair.CtxCached > 0 {
 		o.metrics.cacheError.Observe(float64(pair.CtxCached - c.CachedTokens))
 	}
@@ -91,10 +98,13 @@ func (o *Orchestrator) concurrent(req *Request, pair *router.Pair, in protocol.I
 	if err != nil {
 		return nil, err
 	}
-	ep := pair.Ctx.Endpoint()
+	ctxLease := pair.DetachCtx() // the background leg alone refunds it
+	o.background.Add(1)
 	go func() {
-		defer pair.Ctx.Release()
-		rep, err := o.up.post(ep.URL, req.Endpoint.Path(), ctxReq, req.ID, o.now().Add(o.cfg.StreamTotalTimeout))
+		defer o.background.Done()
+		defer ctxLease.Release()
+		ep := ctxLease.Endpoint()
+		rep, err := o.up.post(ep.URL, req.Endpoint.Path(), ctxReq, req.ID, o.now().Add(o.cfg.ContextTimeout))
 		if err != nil || rep.status != http.StatusOK {
 			o.log.Warn("sglang prefill leg failed", zap.String("request_id", req.ID), zap.String("worker", ep.ID),
 				zap.Int("status", rep.status), zap.Error(err))
@@ -108,31 +118,33 @@ func (o *Orchestrator) concurrent(req *Request, pair *router.Pair, in protocol.I
 func (o *Orchestrator) generate(req *Request, pair *router.Pair, r protocol.Request, c *protocol.Context, t *trace) (*Response, error) {
 	ep := pair.Gen.Endpoint()
 	start := o.now()
+	handle := c != nil // a KV handle from a context phase rides on this request
 	if !req.Stream {
 		rep, err := o.up.post(ep.URL, req.Endpoint.Path(), r, req.ID, start.Add(o.cfg.StreamTotalTimeout))
 		if err != nil {
 			return nil, &workerError{phase: phaseGeneration, worker: ep.ID, timeout: errors.Is(err, errTimeout), err: err}
 		}
 		if rep.status != http.StatusOK {
-			return nil, &workerError{phase: phaseGeneration, worker: ep.ID, status: rep.status, body: rep.body}
+			return nil, &workerError{phase: phaseGeneration, worker: ep.ID, status: rep.status, body: rep.body, afterHandle: handle}
 		}
 		body, u := patchResponseUsage(rep.body, c)
 		o.metrics.phase.WithLabelValues(phaseGeneration).Observe(o.now().Sub(start).Seconds())
 		pair.Release()
-		t.status, t.cachedTokens, t.outputTokens = http.StatusOK, u.CachedTokens(), u.CompletionTokens
+		t.status, t.cachedTokens, t.outputTokens, t.genRan = http.StatusOK, u.CachedTokens(), u.CompletionTokens, true
 		t.ttft = o.now().Sub(t.start)
 		o.finish(t)
 		return &Response{Status: http.StatusOK, Body: body, Route: t.route()}, nil
 	}
-	st, err := o.up.openStream(ep.URL, req.Endpoint.Path(), r, req.ID, o.cfg.FirstEventTimeout)
+	firstBy := start.Add(o.cfg.FirstEventTimeout) // one budget for headers and first event
+	st, err := o.up.openStream(ep.URL, req.Endpoint.Path(), r, req.ID, firstBy, start.Add(o.cfg.StreamTotalTimeout+streamSlack))
 	if err != nil {
 		return nil, &workerError{phase: phaseGeneration, worker: ep.ID, timeout: errors.Is(err, errTimeout), err: err}
 	}
 	if st.status != http.StatusOK {
-		return nil, &workerError{phase: phaseGeneration, worker: ep.ID, status: st.status, body: st.readError()}
+		return nil, &workerError{phase: phaseGeneration, worker: ep.ID, status: st.status, body: st.readError(), afterHandle: handle}
 	}
 	rl := newRelay(o, req, pair, st, c, t, start)
-	if err := rl.awaitFirst(); err != nil {
+	if err := rl.awaitFirst(firstBy); err != nil {
 		rl.abort()
 		return nil, &workerError{phase: phaseGeneration, worker: ep.ID, timeout: errors.Is(err, errTimeout), err: err}
 	}

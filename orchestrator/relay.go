@@ -51,8 +51,9 @@ type relay struct {
 	stop          chan struct{}
 	joined        sync.WaitGroup
 	first         sseEvent
-	finished      bool // a finish_reason was seen
-	contentEvents int  // events with text: the output token count when usage is absent
+	finished      bool  // a finish_reason was seen
+	workerErr     error // the worker ended the stream with its own error event
+	contentEvents int   // events with text: the output token count when usage is absent
 	once          sync.Once
 }
 
@@ -84,16 +85,18 @@ func (rl *relay) read() {
 	}
 }
 
-// awaitFirst waits for the first event so that a worker that fails before
-// sending anything can still be retried elsewhere.
-func (rl *relay) awaitFirst() error {
-	timer := time.NewTimer(rl.o.cfg.FirstEventTimeout)
+// awaitFirst waits until firstBy for the first event, so that a worker that
+// fails before sending anything can still be retried elsewhere.
+func (rl *relay) awaitFirst(firstBy time.Time) error {
+	timer := time.NewTimer(firstBy.Sub(rl.o.now()))
 	defer timer.Stop()
 	select {
 	case ev := <-rl.events:
 		switch {
 		case ev.err != nil:
 			return fmt.Errorf("stream ended before its first event: %w", ev.err)
+		case openai.IsDone(ev.data):
+			return fmt.Errorf("%w: [DONE] before any content", errStreamCut)
 		case isErrorEvent(ev.data):
 			return fmt.Errorf("worker error event: %s", truncate(ev.data, 300))
 		}
@@ -104,12 +107,14 @@ func (rl *relay) awaitFirst() error {
 	}
 }
 
-// abort ends the upstream stream and joins the reader. Idempotent.
+// abort ends the upstream stream, joins the reader, then releases the
+// response. Idempotent.
 func (rl *relay) abort() {
 	rl.once.Do(func() {
 		close(rl.stop)
-		rl.st.close()
+		rl.st.closeBody()
 		rl.joined.Wait()
+		rl.st.close()
 	})
 }
 
@@ -152,6 +157,7 @@ func (rl *relay) loop(w *bufio.Writer) (int, error) {
 	total := time.NewTimer(rl.o.cfg.StreamTotalTimeout)
 	defer total.Stop()
 	lastWrite := rl.o.now()
+	total.Reset(rl.o.cfg.StreamTotalTimeout - lastWrite.Sub(rl.start))
 	for {
 		select {
 		case ev := <-rl.events:
@@ -182,6 +188,11 @@ func (rl *relay) loop(w *bufio.Writer) (int, error) {
 // end closes a stream whose upstream ended: cleanly after [DONE] or a
 // finish_reason, as a worker failure otherwise.
 func (rl *relay) end(w *bufio.Writer, readErr error) (int, error) {
+	if rl.workerErr != nil { // relayed as is; the request failed
+		_ = openai.WriteDone(w)
+		_ = w.Flush()
+		return http.StatusBadGateway, rl.workerErr
+	}
 	if !rl.finished {
 		if readErr == nil || errors.Is(readErr, io.EOF) {
 			readErr = errStreamCut
@@ -215,7 +226,7 @@ func (rl *relay) forward(w *bufio.Writer, data []byte) error {
 		rl.finished = true
 	}
 	if isErrorEvent(data) {
-		rl.finished = true // the worker ended the stream with its own error; relay it
+		rl.workerErr = fmt.Errorf("generation worker error event: %s", truncate(data, 300))
 	}
 	if bytes.Contains(data, []byte(`"usage":{`)) {
 		var u openai.Usage

@@ -28,7 +28,8 @@ type trace struct {
 	events       int
 	bytes        int
 	outputTokens int
-	ctxReported  bool // a context phase reported cachedTokens
+	ctxRan       bool // the context phase of the current attempt completed
+	genRan       bool // its generation phase completed
 	status       int
 	err          error
 	// pair is the routing decision of the attempt that answered; nil when
@@ -38,6 +39,15 @@ type trace struct {
 	// slot is the admission slot, released after the leases; nil without
 	// a queue (Release on nil is a no-op).
 	slot *queue.Slot
+}
+
+// startAttempt resets what one attempt measures and records its pair.
+func (t *trace) startAttempt(pair *router.Pair) {
+	t.attempts++
+	t.ctxWorker, t.genWorker, t.decision = pair.Ctx.Endpoint().ID, pair.Gen.Endpoint().ID, pair.Decision
+	t.pair, t.session = pair, pair.Session
+	t.mintedSession = t.mintedSession || pair.Minted
+	t.ctxRan, t.genRan, t.cachedTokens, t.outputTokens, t.ctxDur, t.ttft = false, false, 0, 0, 0, 0
 }
 
 func (t *trace) route() Route {
@@ -51,11 +61,12 @@ func (t *trace) route() Route {
 // finish records a finished request: metrics and one access log line.
 func (o *Orchestrator) finish(t *trace) {
 	if t.pair != nil {
+		ok := t.status == http.StatusOK
 		reported := -1
-		if t.ctxReported {
+		if t.ctxRan {
 			reported = t.cachedTokens
 		}
-		t.pair.Done(t.status == http.StatusOK, t.outputTokens, reported)
+		t.pair.Done(router.Outcome{CtxRan: t.ctxRan, GenRan: ok && t.genRan, OutputTokens: t.outputTokens, ReportedCached: reported})
 		t.pair = nil
 	}
 	t.slot.Release(t.status == http.StatusOK)

@@ -117,12 +117,15 @@ type stream struct {
 	once   sync.Once
 }
 
-// close ends the body stream (unblocking a pending read) and returns the
-// response to the pool; safe to call more than once and concurrently with
-// a read.
+// closeBody ends the body stream, unblocking a pending read; safe to call
+// more than once and concurrently with a read.
+func (s *stream) closeBody() { _ = s.resp.CloseBodyStream() }
+
+// close ends the body stream and returns the response to the pool. No read
+// may be running or start afterwards (a reader must be joined first).
 func (s *stream) close() {
 	s.once.Do(func() {
-		_ = s.resp.CloseBodyStream()
+		s.closeBody()
 		fasthttp.ReleaseResponse(s.resp)
 	})
 }
@@ -135,11 +138,11 @@ func (s *stream) readError() []byte {
 }
 
 // openStream sends r with a streamed response and returns once the headers
-// arrived, or errTimeout after firstByte. The whole exchange is bounded by
-// the configured total stream limit; the caller bounds idle time by closing
-// the stream. On a timeout the in-flight call is abandoned to a goroutine
-// that releases it when the call ends.
-func (u *upstream) openStream(base, path string, r protocol.Request, requestID string, firstByte time.Duration) (*stream, error) {
+// arrived, or errTimeout at firstBy. The whole exchange, body included, ends
+// at deadline; the caller bounds idle time by closing the stream. On a
+// timeout the in-flight call is abandoned to a goroutine that releases it
+// when the call ends.
+func (u *upstream) openStream(base, path string, r protocol.Request, requestID string, firstBy, deadline time.Time) (*stream, error) {
 	hc, err := u.client(base)
 	if err != nil {
 		return nil, err
@@ -148,12 +151,11 @@ func (u *upstream) openStream(base, path string, r protocol.Request, requestID s
 	resp := fasthttp.AcquireResponse()
 	resp.StreamBody = true
 	done := make(chan error, 1)
-	deadline := time.Now().Add(u.totalLimit)
 	go func() {
 		defer fasthttp.ReleaseRequest(req)
 		done <- hc.DoDeadline(req, resp, deadline)
 	}()
-	timer := time.NewTimer(firstByte)
+	timer := time.NewTimer(time.Until(firstBy))
 	defer timer.Stop()
 	select {
 	case err := <-done:
@@ -173,6 +175,6 @@ func (u *upstream) openStream(base, path string, r protocol.Request, requestID s
 			}
 			fasthttp.ReleaseResponse(resp)
 		}()
-		return nil, fmt.Errorf("%w: no response headers within %s", errTimeout, firstByte)
+		return nil, fmt.Errorf("%w: no response headers by the first-event deadline", errTimeout)
 	}
 }

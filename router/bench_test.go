@@ -25,7 +25,7 @@ func populated(b *testing.B, n int) *Router {
 			b.Fatal(err)
 		}
 		p.Release()
-		p.Done(true, 64, -1)
+		p.Done(Outcome{CtxRan: true, GenRan: true, OutputTokens: 64, ReportedCached: -1})
 	}
 	return r
 }

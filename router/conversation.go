@@ -53,12 +53,13 @@ func (c *Conversation) pick(req *Request, ctxCands, genCands []*Endpoint) choice
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := c.now()
+	c.table.expire(now)
 	s, ch := c.lookup(req, now)
-	c.placeLegs(s, &ch, len(req.Tokens), ctxCands, genCands)
+	c.placeLegs(s, &ch, req, ctxCands, genCands)
 	c.table.touch(s, now)
 	c.index.record(s, req.Tokens, req.Hashes)
 	ch.session = s.key
-	return ch
+	return ch.charge(req)
 }
 
 // lookup finds the request's session: by key, else by prefix, else a new
@@ -71,7 +72,10 @@ func (c *Conversation) lookup(req *Request, now time.Time) (*session, choice) {
 		return c.table.add(req.SessionKey, now), choice{decision: DecisionNew}
 	}
 	if s := c.index.match(req.Tokens, req.Hashes); s != nil {
-		return s, choice{decision: DecisionImplicit}
+		if now.Sub(s.lastUsed) <= c.cfg.SessionTTL {
+			return s, choice{decision: DecisionImplicit}
+		}
+		c.table.remove(s, reasonTTL)
 	}
 	key := mintSessionID()
 	return c.table.add(key, now), choice{decision: DecisionNew, minted: true}
@@ -80,12 +84,13 @@ func (c *Conversation) lookup(req *Request, now time.Time) (*session, choice) {
 // placeLegs chooses each leg: the pinned worker when it is available and not
 // overloaded, else the least-loaded one. A leg that had to be picked again
 // is re-pinned; a spill leaves the pin (and its cache) in place.
-func (c *Conversation) placeLegs(s *session, ch *choice, promptLen int, ctxCands, genCands []*Endpoint) {
+func (c *Conversation) placeLegs(s *session, ch *choice, req *Request, ctxCands, genCands []*Endpoint) {
+	promptLen := len(req.Tokens)
 	uncached := int64(promptLen - min(s.ctxHeld, promptLen))
-	ctx, ctxWhy := c.leg(s.ctx, ctxCands, "ctx", &c.ctxTurn, func(pinned, alt *Endpoint) bool {
+	ctx, ctxWhy := c.leg(s.ctx, ctxCands, req.ExcludeCtx, "ctx", &c.ctxTurn, func(pinned, alt *Endpoint) bool {
 		return c.prefillBacklogged(pinned, alt, uncached, int64(promptLen))
 	})
-	gen, genWhy := c.leg(s.gen, otherThan(genCands, ctx), "gen", &c.genTurn, func(pinned, _ *Endpoint) bool {
+	gen, genWhy := c.leg(s.gen, otherThan(genCands, ctx), req.ExcludeGen, "gen", &c.genTurn, func(pinned, _ *Endpoint) bool {
 		return c.occupied(pinned, otherThan(genCands, pinned))
 	})
 	ch.ctx, ch.gen = ctx, gen
@@ -125,13 +130,13 @@ func combine(base string, whys ...string) string {
 // leg returns the worker for one leg and why it is not the pinned one:
 // "" (pinned, or newly placed), repin, or spill:<role>-overload when
 // overloaded(pinned, best alternative) says the pinned worker is worse.
-func (c *Conversation) leg(pinned string, cands []*Endpoint, role string, turn *atomic.Uint64, overloaded func(pinned, alt *Endpoint) bool) (*Endpoint, string) {
+func (c *Conversation) leg(pinned string, cands []*Endpoint, excluded map[string]bool, role string, turn *atomic.Uint64, overloaded func(pinned, alt *Endpoint) bool) (*Endpoint, string) {
 	if pinned == "" {
 		return leastLoaded(cands, turn.Add(1)), ""
 	}
 	ep := find(cands, pinned)
 	if ep == nil {
-		c.stats.addBreak(reasonWorkerGone)
+		c.stats.addBreak(unavailableReason(pinned, excluded))
 		return leastLoaded(cands, turn.Add(1)), DecisionRepin
 	}
 	others := otherThan(cands, ep)
@@ -144,6 +149,16 @@ func (c *Conversation) leg(pinned string, cands []*Endpoint, role string, turn *
 		return alt, DecisionSpill + ":" + role + "-overload"
 	}
 	return ep, ""
+}
+
+// unavailableReason says why a pinned worker is not among the candidates:
+// a retry excluded it, or it is unhealthy, draining or gone. (Removed
+// workers are also counted when membership changes.)
+func unavailableReason(pinned string, excluded map[string]bool) string {
+	if excluded[pinned] {
+		return reasonRetry
+	}
+	return reasonUnavailable
 }
 
 // prefillBacklogged compares the prefill work ahead of the request: on the
@@ -166,20 +181,21 @@ func (c *Conversation) occupied(ep *Endpoint, others []*Endpoint) bool {
 	return load > c.cfg.SpillMinTokens && float64(load) > c.cfg.SpillLoadFactor*meanLoad(others)
 }
 
-// done records what the gen worker holds after a finished turn and whether
-// the ctx worker really had the tokens the router expected.
-func (c *Conversation) done(key, genID string, promptTokens, outputTokens int, ok bool) {
+// done records what the pinned workers hold after a turn: only a phase that
+// ran on the pinned worker (not a spill target, not a skipped phase) puts
+// the prompt there.
+func (c *Conversation) done(key, ctxID, genID string, promptTokens int, o Outcome) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	s := c.table.byKey[key]
 	if s == nil {
 		return
 	}
-	if ok {
+	if o.CtxRan && s.ctx == ctxID {
 		s.ctxHeld = promptTokens
-		if s.gen == genID {
-			s.genHeld = promptTokens + outputTokens
-		}
+	}
+	if o.GenRan && s.gen == genID {
+		s.genHeld = promptTokens + o.OutputTokens
 	}
 }
 
@@ -205,6 +221,7 @@ func (c *Conversation) sessionsPerWorker() map[string]int {
 func (c *Conversation) sessions() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.table.expire(c.now())
 	return len(c.table.byKey)
 }
 

@@ -56,7 +56,7 @@ func route(t testing.TB, r *Router, rq *Request) *Pair {
 	p, err := r.Route(rq)
 	require.NoError(t, err)
 	p.Release()
-	p.Done(true, 8, -1)
+	p.Done(Outcome{CtxRan: true, GenRan: true, OutputTokens: 8, ReportedCached: -1})
 	return p
 }
 
@@ -251,6 +251,62 @@ func TestConversationGenLegSpillsOnOccupancy(t *testing.T) {
 	require.Equal(t, first.Ctx.Endpoint().ID, spilled.Ctx.Endpoint().ID, "the ctx leg stays home")
 }
 
+// TestConversationLearnsOnlyPhasesThatRan pins review finding 2: a spilled
+// or skipped phase must not make the router believe the pinned worker holds
+// the prompt.
+func TestConversationLearnsOnlyPhasesThatRan(t *testing.T) {
+	p := fleet(2, 2)
+	r, _ := convRouter(t, p, func(c *Config) { c.SpillMarginTokens = 0 })
+	first, err := r.Route(req("a", tokens(0, 40)))
+	require.NoError(t, err)
+	first.Release()
+	first.Done(Outcome{GenRan: true, OutputTokens: 5, ReportedCached: -1}) // no context phase (+local)
+	second, err := r.Route(req("a", tokens(0, 60)))
+	require.NoError(t, err)
+	require.Zero(t, second.CtxCached, "the ctx worker never prefilled the last turn")
+	require.Equal(t, 45, second.GenCached)
+	second.Release()
+
+	hog := second.Ctx.Endpoint().Acquire(10_000) // force a ctx spill
+	spilled, err := r.Route(req("a", tokens(0, 80)))
+	require.NoError(t, err)
+	require.Equal(t, "spill:ctx-overload", spilled.Decision)
+	spilled.Release()
+	spilled.Done(Outcome{CtxRan: true, GenRan: true, OutputTokens: 5, ReportedCached: 0})
+	hog.Release()
+	home, err := r.Route(req("a", tokens(0, 90)))
+	require.NoError(t, err)
+	require.Zero(t, home.CtxCached, "the spill target prefilled, not the pinned worker")
+	home.Release()
+}
+
+func TestConversationRetryKeepsTheSession(t *testing.T) {
+	p := fleet(2, 2)
+	r, _ := convRouter(t, p, nil)
+	rq := req("", tokens(0, 40))
+	first, err := r.Route(rq)
+	require.NoError(t, err)
+	first.Release()
+	first.Done(Outcome{})
+	rq.SessionKey = first.Session // what the orchestrator does before a retry
+	rq.ExcludeCtx = map[string]bool{first.Ctx.Endpoint().ID: true}
+	retry, err := r.Route(rq)
+	require.NoError(t, err)
+	retry.Release()
+	require.Equal(t, first.Session, retry.Session)
+	require.Equal(t, DecisionRepin, retry.Decision)
+	require.Equal(t, first.Gen.Endpoint().ID, retry.Gen.Endpoint().ID)
+	require.Equal(t, uint64(1), breakCount(r, reasonRetry))
+	require.Equal(t, 1, r.Sessions())
+}
+
+func TestPoolSyncKeepsFirstOfRepeatedIDs(t *testing.T) {
+	p := NewPool()
+	p.Sync([]Member{{ID: "a", URL: "http://1", Role: disagg.RoleContext, Healthy: true}, {ID: "a", URL: "http://2", Role: disagg.RoleContext, Healthy: true}})
+	require.Len(t, p.All(), 1)
+	require.Equal(t, "http://1", p.Get("a").URL)
+}
+
 func TestConversationSpillingOff(t *testing.T) {
 	p := fleet(2, 2)
 	r, _ := convRouter(t, p, func(c *Config) { c.SpillLoadFactor = 0 })
@@ -267,14 +323,14 @@ func TestConversationExpectsCachedTokensOnStickyTurns(t *testing.T) {
 	require.Zero(t, first.CtxCached)
 	require.Equal(t, int64(40), first.Ctx.Tokens(), "a new session charges its whole prompt")
 	first.Release()
-	first.Done(true, 10, 0)
+	first.Done(Outcome{CtxRan: true, GenRan: true, OutputTokens: 10, ReportedCached: 0})
 	second, err := r.Route(req("a", tokens(0, 60)))
 	require.NoError(t, err)
 	require.Equal(t, 40, second.CtxCached)
 	require.Equal(t, 50, second.GenCached, "prompt + output of the last turn")
 	require.Equal(t, int64(20), second.Ctx.Tokens(), "ctx load counts only uncached tokens")
 	second.Release()
-	second.Done(true, 10, 3) // the worker had lost the prefix
+	second.Done(Outcome{CtxRan: true, GenRan: true, OutputTokens: 10, ReportedCached: 3}) // the worker had lost the prefix
 	require.Equal(t, uint64(1), breakCount(r, reasonEvicted))
 }
 
@@ -296,7 +352,7 @@ func TestConversationLeasesUnderConcurrency(t *testing.T) {
 					continue
 				}
 				pr.Release()
-				pr.Done(i%3 != 0, 5, 2)
+				pr.Done(Outcome{CtxRan: i%3 != 0, GenRan: i%3 != 0, OutputTokens: 5, ReportedCached: 2})
 			}
 		}(g)
 	}

@@ -35,7 +35,8 @@ func (k *KVAware) pick(req *Request, ctxCands, genCands []*Endpoint) choice {
 	gen, genCached := k.best(req.Hashes, otherThan(genCands, ctx))
 	k.remember(ctx.ID, req.Hashes)
 	k.remember(gen.ID, req.Hashes)
-	return choice{ctx: ctx, gen: gen, decision: PolicyKVAware, session: req.SessionKey, ctxCached: ctxCached, genCached: genCached}
+	ch := choice{ctx: ctx, gen: gen, decision: PolicyKVAware, session: req.SessionKey, ctxCached: ctxCached, genCached: genCached}
+	return ch.charge(req)
 }
 
 // best returns the highest-scoring candidate and its matched tokens; ties

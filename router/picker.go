@@ -18,6 +18,17 @@ type choice struct {
 	// ctxCached and genCached are the prompt tokens the policy expects the
 	// chosen ctx and gen workers to hold already.
 	ctxCached, genCached int
+	// ctxLease and genLease charge the chosen workers (see charge).
+	ctxLease, genLease *Lease
+}
+
+// charge takes the leases of a decided choice. Pickers call it last, inside
+// their lock when they have one.
+func (ch *choice) charge(req *Request) choice {
+	prompt := len(req.Tokens)
+	ch.ctxLease = ch.ctx.Acquire(int64(prompt - ch.ctxCached))
+	ch.genLease = ch.gen.Acquire(int64(prompt + req.MaxTokens))
+	return *ch
 }
 
 // phasePicker picks each leg independently with a per-phase Policy.
@@ -28,7 +39,8 @@ type phasePicker struct {
 
 func (p *phasePicker) pick(req *Request, ctxCands, genCands []*Endpoint) choice {
 	ctx := p.ctx.Select(ctxCands, req)
-	return choice{ctx: ctx, gen: p.gen.Select(otherThan(genCands, ctx), req), decision: p.name}
+	ch := choice{ctx: ctx, gen: p.gen.Select(otherThan(genCands, ctx), req), decision: p.name}
+	return ch.charge(req)
 }
 
 // otherThan drops ep from candidates unless it is the only one, so the two

@@ -2,6 +2,7 @@ package router
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 )
@@ -19,10 +20,8 @@ const (
 var PolicyNames = []string{PolicyConversation, PolicyRoundRobin, PolicyLeastLoad, PolicyConsistentHash, PolicyKVAware}
 
 func checkPolicyName(name string) error {
-	for _, n := range PolicyNames {
-		if n == name {
-			return nil
-		}
+	if slices.Contains(PolicyNames, name) {
+		return nil
 	}
 	return fmt.Errorf("unknown policy %q (valid: %s)", name, strings.Join(PolicyNames, ", "))
 }

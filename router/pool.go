@@ -51,15 +51,18 @@ func (p *Pool) OnMembershipChange(fn func()) {
 }
 
 // Sync makes the pool hold exactly members: new IDs are added, missing ones
-// removed, and health is updated in place. It reports whether membership
-// changed.
+// removed, and health is updated in place. A repeated ID keeps its first
+// member. It reports whether membership changed.
 func (p *Pool) Sync(members []Member) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	old := p.snapshot.Load()
 	next := &poolSnapshot{byID: make(map[string]*Endpoint, len(members)), version: old.version}
-	changed := len(members) != len(old.all)
+	changed := false
 	for _, m := range members {
+		if next.byID[m.ID] != nil {
+			continue
+		}
 		ep, ok := old.byID[m.ID]
 		if !ok || ep.URL != m.URL || ep.Role != m.Role {
 			ep = NewEndpoint(m.ID, m.URL, m.Role)
@@ -70,6 +73,7 @@ func (p *Pool) Sync(members []Member) bool {
 		next.all = append(next.all, ep)
 	}
 	sort.Slice(next.all, func(i, j int) bool { return next.all[i].ID < next.all[j].ID })
+	changed = changed || len(next.all) != len(old.all)
 	if changed {
 		next.version++
 	}

@@ -1,6 +1,7 @@
 package router
 
 import (
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -70,20 +71,11 @@ func (r *ring) walk(key string, n int) []string {
 	var out []string
 	for step := 0; step < len(r.points) && len(out) < n; step++ {
 		owner := r.owners[(i+step)%len(r.points)]
-		if !containsString(out, owner) {
+		if !slices.Contains(out, owner) {
 			out = append(out, owner)
 		}
 	}
 	return out
-}
-
-func containsString(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }
 
 // rings returns the current rings, rebuilding them after a membership change.
@@ -117,7 +109,7 @@ func (h *HashRing) pick(req *Request, ctxCands, genCands []*Endpoint) choice {
 	if ctxFell || genFell {
 		ch.decision = DecisionFallback
 	}
-	return ch
+	return ch.charge(req)
 }
 
 // first returns the first available worker clockwise within the fallback

@@ -57,6 +57,7 @@ type Pair struct {
 	CtxCached, GenCached int
 
 	promptTokens int
+	ctxID, genID string
 	router       *Router
 }
 
@@ -69,21 +70,43 @@ func (p *Pair) Release() {
 	p.Gen.Release()
 }
 
+// DetachCtx hands the ctx lease to a caller that will release it on its
+// own (a context leg running in the background); Release then refunds only
+// the gen lease.
+func (p *Pair) DetachCtx() *Lease {
+	l := p.Ctx
+	stub := &Lease{ep: l.ep}
+	stub.released.Store(true) // refunds nothing: l is the live lease
+	p.Ctx = stub
+	return l
+}
+
 // Same reports whether both phases landed on one worker.
 func (p *Pair) Same() bool { return p.Ctx.Endpoint() == p.Gen.Endpoint() }
 
-// Done tells the router how the request ended: ok when it completed, the
-// output tokens the gen worker produced, and the cached tokens the ctx
-// worker reported (-1 when there was no context phase). It feeds session
-// state and affinity telemetry; call it at most once.
-func (p *Pair) Done(ok bool, outputTokens, reportedCached int) {
+// Outcome is how a routed request ended, as far as the router cares.
+type Outcome struct {
+	// CtxRan is true when the context phase completed on the pair's ctx
+	// worker (which now holds the prompt); GenRan when the generation phase
+	// completed on its gen worker (which now holds prompt and output).
+	CtxRan, GenRan bool
+	// OutputTokens is what the gen worker produced.
+	OutputTokens int
+	// ReportedCached is the cached_tokens the ctx worker reported, -1
+	// when there was no context phase.
+	ReportedCached int
+}
+
+// Done tells the router how the request ended. It feeds session state and
+// affinity telemetry; call it at most once per Pair.
+func (p *Pair) Done(o Outcome) {
 	if p == nil || p.router.conv == nil || p.Session == "" {
 		return
 	}
-	if ok && reportedCached >= 0 && p.CtxCached > 0 && reportedCached < p.CtxCached/2 {
+	if o.CtxRan && o.ReportedCached >= 0 && p.CtxCached > 0 && o.ReportedCached < p.CtxCached/2 {
 		p.router.stats.addBreak(reasonEvicted) // the pinned worker had lost most of the prefix
 	}
-	p.router.conv.done(p.Session, p.Gen.Endpoint().ID, p.promptTokens, outputTokens, ok)
+	p.router.conv.done(p.Session, p.ctxID, p.genID, p.promptTokens, o)
 }
 
 // Router picks (ctx, gen) pairs from a Pool with the configured policy.
@@ -159,9 +182,11 @@ func (r *Router) memberIDs() map[string]bool {
 }
 
 // Route picks a ctx worker and a different gen worker when possible and
-// charges them: the ctx lease with the prompt tokens it must prefill (those
-// the policy does not expect it to hold), the gen lease with the tokens its
-// sequence will hold (prompt + output limit).
+// charges them, inside the picker's decision (pickers with state charge
+// under their lock, so concurrent decisions see each other's load): the
+// ctx lease with the prompt tokens it must prefill (those the policy does
+// not expect it to hold), the gen lease with the tokens its sequence will
+// hold (prompt + output limit).
 func (r *Router) Route(req *Request) (*Pair, error) {
 	ctxCands := filter(r.pool.Available(disagg.RoleContext), req.ExcludeCtx)
 	if len(ctxCands) == 0 {
@@ -172,16 +197,17 @@ func (r *Router) Route(req *Request) (*Pair, error) {
 		return nil, &NoWorkerError{Role: disagg.RoleGeneration}
 	}
 	ch := r.picker.pick(req, ctxCands, genCands)
-	prompt := len(req.Tokens)
 	return &Pair{
-		Ctx:          ch.ctx.Acquire(int64(prompt - ch.ctxCached)),
-		Gen:          ch.gen.Acquire(int64(prompt + req.MaxTokens)),
+		Ctx:          ch.ctxLease,
+		Gen:          ch.genLease,
 		Decision:     ch.decision,
 		Session:      ch.session,
 		Minted:       ch.minted,
 		CtxCached:    ch.ctxCached,
 		GenCached:    ch.genCached,
-		promptTokens: prompt,
+		promptTokens: len(req.Tokens),
+		ctxID:        ch.ctx.ID,
+		genID:        ch.gen.ID,
 		router:       r,
 	}, nil
 }

@@ -28,11 +28,13 @@ type session struct {
 
 // Affinity break and eviction reasons.
 const (
-	reasonTTL        = "ttl"
-	reasonLRU        = "lru"
-	reasonWorkerGone = "worker_gone"
-	reasonEvicted    = "evicted"
-	reasonSpill      = "spill"
+	reasonTTL         = "ttl"
+	reasonLRU         = "lru"
+	reasonWorkerGone  = "worker_gone" // the worker was removed from the pool
+	reasonUnavailable = "unavailable" // the worker is unhealthy or draining
+	reasonRetry       = "retry"       // a retry excluded the worker after it failed
+	reasonEvicted     = "evicted"     // the worker had lost most of the expected prefix
+	reasonSpill       = "spill"       // the worker was overloaded
 )
 
 // sessionTable is an LRU of sessions bounded by max, with an idle TTL and a

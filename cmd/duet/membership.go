@@ -61,14 +61,23 @@ func (m *membership) syncLocked() {
 func (m *membership) AddWorker(w router.Member) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.pool.Get(w.ID) != nil {
-		return fmt.Errorf("%w: worker %q exists", frontend.ErrConflict, w.ID)
+	if m.pool.Get(w.ID) != nil || m.inFleetLocked(w.ID) {
+		return fmt.Errorf("%w: worker %q exists (a removed fleet worker keeps its id)", frontend.ErrConflict, w.ID)
 	}
 	w.Healthy = false
 	m.added[w.ID] = w
 	delete(m.removed, w.ID)
 	m.syncLocked()
 	return nil
+}
+
+func (m *membership) inFleetLocked(id string) bool {
+	for _, f := range m.fleet {
+		if f.ID == id {
+			return true
+		}
+	}
+	return false
 }
 
 // RemoveWorker takes a worker out of routing (a fleet worker keeps running;

@@ -78,7 +78,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := s.srv.ShutdownWithContext(shutdownCtx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+	err := s.srv.ShutdownWithContext(shutdownCtx)
+	s.opts.Orchestrator.Close() // join background work once no request can start any
+	if err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		return err
 	}
 	return <-errc

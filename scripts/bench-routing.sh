@@ -7,7 +7,9 @@
 # env:   OUT (artifact root, default artifacts/routing), TIME_SCALE (sim time scale, default 1),
 #        NCTX/NGEN (workers per pool, default 4/4), CTX_KV_BLOCKS (ctx KV cache in 32-token blocks,
 #        default 1024 = 32k tokens, so the sessions' working set does not fit), PORT (default 18700),
-#        BENCH_ARGS (replaces the workload flags below).
+#        BENCH_ARGS (replaces the workload flags below), ORCH (extra orchestrator keys, YAML flow
+#        style, e.g. "max_local_prefill_tokens: 512"), QUEUE (the queue section, YAML flow mapping,
+#        default "{enabled: false}"), SUFFIX (appended to every run's label).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS=${1:-3}
@@ -18,6 +20,9 @@ NCTX=${NCTX:-4}
 NGEN=${NGEN:-4}
 CTX_KV_BLOCKS=${CTX_KV_BLOCKS:-1024}
 PORT=${PORT:-18700}
+ORCH=${ORCH:-}
+QUEUE=${QUEUE:-"{enabled: false}"}
+SUFFIX=${SUFFIX:-}
 MODEL=meta-llama/Llama-3.1-8B-Instruct
 # 96 sessions of 6 +- 2 turns, 30 in flight, 1 +- 0.5 s think time; each session has a 1000-token
 # system prompt shared by all and a 3000-token context of its own, then 200 +- 50 new tokens and
@@ -41,6 +46,8 @@ serve_config() { # $1 policy
 log: {level: warn}
 server: {host: 127.0.0.1, port: $PORT}
 router: {policy: $1}
+orchestrator: {protocol: trtllm${ORCH:+, $ORCH}}
+queue: $QUEUE
 fleet:
   run_dir: $WORK/run
   context:
@@ -64,13 +71,13 @@ for run in $(seq 1 "$RUNS"); do
     SERVE_PID=$!
     for _ in $(seq 1 300); do curl -sf "http://127.0.0.1:$PORT/health" >/dev/null 2>&1 && break; sleep 0.1; done
     curl -sf "http://127.0.0.1:$PORT/health" >/dev/null || { cat "$WORK/serve-$policy-$run.log" >&2; exit 1; }
-    dir="$OUT/$policy-$run"
+    dir="$OUT/$policy$SUFFIX-$run"
     echo "== $policy, run $run -> $dir" >&2
-    ./bin/duet bench -m "$MODEL" --url "127.0.0.1:$PORT" "${WORKLOAD[@]}" --label "$policy" \
+    ./bin/duet bench -m "$MODEL" --url "127.0.0.1:$PORT" "${WORKLOAD[@]}" --label "$policy$SUFFIX" \
       --artifact-dir "$dir" --no-progress >"$WORK/bench-$policy-$run.txt"
     DIRS+=("$dir")
     kill "$SERVE_PID"; wait "$SERVE_PID" 2>/dev/null || true; SERVE_PID=
   done
 done
-echo "workload: duet bench ${WORKLOAD[*]}; fleet: $NCTX ctx + $NGEN gen sims, --time-scale $TIME_SCALE, ctx KV $CTX_KV_BLOCKS blocks"
+echo "workload: duet bench ${WORKLOAD[*]}; fleet: $NCTX ctx + $NGEN gen sims, --time-scale $TIME_SCALE, ctx KV $CTX_KV_BLOCKS blocks; orchestrator: {$ORCH}; queue: $QUEUE"
 ./bin/duet bench compare --markdown "${DIRS[@]}"

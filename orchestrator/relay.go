@@ -121,6 +121,7 @@ func (rl *relay) abort() {
 // record releases the leases and logs the request once.
 func (rl *relay) record(status int, err error) {
 	rl.pair.Release()
+	rl.t.genRan = status == http.StatusOK // the gen worker now holds prompt and output
 	if rl.t.outputTokens == 0 {
 		rl.t.outputTokens = rl.contentEvents
 	}

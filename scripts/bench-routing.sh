@@ -9,7 +9,8 @@
 #        default 1024 = 32k tokens, so the sessions' working set does not fit), PORT (default 18700),
 #        BENCH_ARGS (replaces the workload flags below), ORCH (extra orchestrator keys, YAML flow
 #        style, e.g. "max_local_prefill_tokens: 512"), QUEUE (the queue section, YAML flow mapping,
-#        default "{enabled: false}"), SUFFIX (appended to every run's label).
+#        default "{enabled: false}"), ROUTER (extra router keys, e.g. "spill_margin_tokens: 0"),
+#        SUFFIX (appended to every run's label).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS=${1:-3}
@@ -21,6 +22,7 @@ NGEN=${NGEN:-4}
 CTX_KV_BLOCKS=${CTX_KV_BLOCKS:-1024}
 PORT=${PORT:-18700}
 ORCH=${ORCH:-}
+ROUTER=${ROUTER:-}
 QUEUE=${QUEUE:-"{enabled: false}"}
 SUFFIX=${SUFFIX:-}
 MODEL=meta-llama/Llama-3.1-8B-Instruct
@@ -45,7 +47,7 @@ serve_config() { # $1 policy
   cat >"$WORK/duet.yaml" <<YAML
 log: {level: warn}
 server: {host: 127.0.0.1, port: $PORT}
-router: {policy: $1}
+router: {policy: $1${ROUTER:+, $ROUTER}}
 orchestrator: {protocol: trtllm${ORCH:+, $ORCH}}
 queue: $QUEUE
 fleet:

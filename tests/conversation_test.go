@@ -125,6 +125,32 @@ func TestConversationRejectsBadSessionIDs(t *testing.T) {
 	d.requireIdle(t)
 }
 
+// TestConversationCacheAwareConditionalDisaggStreaming pins a bug where a
+// streamed turn never told the router what the gen worker held, so the
+// local path never triggered for streaming clients.
+func TestConversationCacheAwareConditionalDisaggStreaming(t *testing.T) {
+	d := startServe(t, serveOptions{policy: "conversation", nCtx: 2, nGen: 2, extra: "  max_local_prefill_tokens: 100"})
+	first := `{"model":"meta-llama/Llama-3.1-8B-Instruct","stream":true,"max_tokens":12,"ignore_eos":true,"messages":[{"role":"system","content":%q},{"role":"user","content":"Name a river."}]}`
+	code, hdr, body := post(t, d.url+"/v1/chat/completions", fmt.Sprintf(first, systemPrompt), "X-Correlation-ID", "cads")
+	require.Equal(t, http.StatusOK, code, string(body))
+	require.NotContains(t, hdr.Get("X-Duet-Route"), "+local")
+	var reply strings.Builder
+	for _, e := range sseData(body) {
+		var c struct {
+			Choices []struct {
+				Delta struct{ Content string } `json:"delta"`
+			} `json:"choices"`
+		}
+		if json.Unmarshal([]byte(e), &c) == nil && len(c.Choices) > 0 {
+			reply.WriteString(c.Choices[0].Delta.Content)
+		}
+	}
+	msgs := []message{{"system", systemPrompt}, {"user", "Name a river."}, {"assistant", reply.String()}, {"user", "Another?"}}
+	second := converse(t, d, msgs, "X-Correlation-ID", "cads")
+	require.Equal(t, "sticky+local", second.route)
+	d.requireIdle(t)
+}
+
 func TestConversationCacheAwareConditionalDisagg(t *testing.T) {
 	d := startServe(t, serveOptions{policy: "conversation", nCtx: 2, nGen: 2, extra: "  max_local_prefill_tokens: 100"})
 	msgs := []message{{"system", systemPrompt}, {"user", "Name three long rivers."}}

@@ -16,9 +16,13 @@ func (o *Orchestrator) admit(ctx context.Context, in Incoming, req *Request, t *
 	if o.queue == nil {
 		return nil
 	}
-	user := o.queue.Config().User(in.Header, req.User)
-	slot, err := o.queue.Acquire(ctx, queue.Ticket{Key: req.Model, Session: req.SessionKey, User: user,
-		Tokens: len(req.Tokens) + req.MaxTokens})
+	ticket := queue.Ticket{
+		Key:     req.Model,
+		Session: req.SessionKey,
+		User:    o.queue.Config().User(in.Header, req.User),
+		Tokens:  len(req.Tokens) + req.MaxTokens,
+	}
+	slot, err := o.queue.Acquire(ctx, ticket)
 	if err == nil {
 		t.slot = slot
 		return nil
@@ -26,9 +30,11 @@ func (o *Orchestrator) admit(ctx context.Context, in Incoming, req *Request, t *
 	var rej *queue.RejectError
 	switch {
 	case errors.As(err, &rej) && errors.Is(err, queue.ErrQueueFull):
-		return &Error{Status: http.StatusTooManyRequests, Message: "admission queue full: retry later", Code: "queue_full", RetryAfter: rej.RetryAfter(), Err: err}
+		return &Error{Status: http.StatusTooManyRequests, Code: "queue_full",
+			Message: "admission queue full: retry later", RetryAfter: rej.RetryAfter(), Err: err}
 	case errors.As(err, &rej):
-		return &Error{Status: http.StatusServiceUnavailable, Message: "waited too long in the admission queue: retry later", Code: "queue_timeout", RetryAfter: rej.RetryAfter(), Err: err}
+		return &Error{Status: http.StatusServiceUnavailable, Code: "queue_timeout",
+			Message: "waited too long in the admission queue: retry later", RetryAfter: rej.RetryAfter(), Err: err}
 	}
 	// The only context that ends a wait is the server's: it is shutting down.
 	return &Error{Status: http.StatusServiceUnavailable, Message: "server shutting down: retry later", RetryAfter: time.Second, Err: err}

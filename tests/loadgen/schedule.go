@@ -22,15 +22,21 @@ func (p *phase) burst(ctx context.Context, concurrency int) {
 			release(slots)
 			break
 		}
-		ss := p.begin(s)
-		p.wg.Add(1)
-		go func() {
-			defer p.wg.Done()
-			defer release(slots)
-			p.run(ctx, ss, p.thinkTime)
-		}()
+		p.start(ctx, s, slots, p.thinkTime)
 	}
 	p.wg.Wait()
+}
+
+// start runs session s in its own goroutine (joined by p.wg), which frees
+// its concurrency slot when the session ends.
+func (p *phase) start(ctx context.Context, s *Session, slots chan struct{}, g gate) {
+	ss := p.begin(s)
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		defer release(slots)
+		p.run(ctx, ss, g)
+	}()
 }
 
 // thinkTime lets turn k go once its delay has passed since the previous
@@ -73,13 +79,7 @@ func (p *phase) rate(ctx context.Context, rate float64, pattern string, concurre
 			release(slots)
 			break
 		}
-		ss := p.begin(s)
-		p.wg.Add(1)
-		go func() {
-			defer p.wg.Done()
-			defer release(slots)
-			p.run(ctx, ss, cont)
-		}()
+		p.start(ctx, s, slots, cont)
 	}
 	p.wg.Wait()
 	close(quit)
@@ -257,13 +257,7 @@ func (p *phase) fixed(ctx context.Context, sessions []*Session, concurrency int,
 		if !p.sleepUntil(at(s.Turns[0].Timestamp)) || !p.acquire(slots) {
 			break
 		}
-		ss := p.begin(s)
-		p.wg.Add(1)
-		go func() {
-			defer p.wg.Done()
-			defer release(slots)
-			p.run(ctx, ss, g)
-		}()
+		p.start(ctx, s, slots, g)
 	}
 	p.wg.Wait()
 }

@@ -141,8 +141,9 @@ func (o *Orchestrator) checkChat(r *openai.ChatRequest, req *Request) error {
 	}
 	msgs := make([]tokenizer.ChatMessage, len(r.Messages))
 	for i, m := range r.Messages {
-		if !slices.Contains(chatRoles, m.Role) {
-			return badRequest(fmt.Sprintf("messages[%d].role", i), "messages[%d].role must be one of %s, got %q", i, strings.Join(chatRoles, ", "), m.Role)
+		if !openai.ValidRole(m.Role) {
+			return badRequest(fmt.Sprintf("messages[%d].role", i), "messages[%d].role must be one of %s, got %q",
+				i, strings.Join(openai.Roles, ", "), m.Role)
 		}
 		msgs[i] = tokenizer.ChatMessage{Role: m.Role, Name: m.Name, Content: m.Content.String(), ToolCalls: string(m.ToolCalls)}
 	}
@@ -151,8 +152,6 @@ func (o *Orchestrator) checkChat(r *openai.ChatRequest, req *Request) error {
 	req.Tokens = o.tok.EncodeChat(msgs)
 	return nil
 }
-
-var chatRoles = []string{"system", "developer", "user", "assistant", "tool", "function"}
 
 func (o *Orchestrator) parseCompletion(body []byte, req *Request) (conversationFields, error) {
 	var b completionBody

@@ -3,8 +3,16 @@ package openai
 import (
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 )
+
+// Roles lists the chat message roles duet and its simulated worker accept,
+// in the order error messages name them.
+var Roles = []string{"system", "developer", "user", "assistant", "tool", "function"}
+
+// ValidRole reports whether role is one of Roles.
+func ValidRole(role string) bool { return slices.Contains(Roles, role) }
 
 // Message is one chat message. Content may be a string, an array of content
 // parts, or null (an assistant message that only calls tools).

@@ -129,9 +129,9 @@ func (s *Server) decodeChat(j *job, body []byte) (common, engineFields, *httpErr
 	}
 	msgs := make([]tokenizer.ChatMessage, len(r.Messages))
 	for i, m := range r.Messages {
-		if !validRoles[m.Role] {
+		if !openai.ValidRole(m.Role) {
 			return c, r.engineFields, badRequest(fmt.Sprintf("messages[%d].role", i),
-				"messages[%d].role: unknown role %q (valid: %s)", i, m.Role, roleList)
+				"messages[%d].role: unknown role %q (valid: %s)", i, m.Role, strings.Join(openai.Roles, ", "))
 		}
 		msgs[i] = tokenizer.ChatMessage{Role: m.Role, Name: m.Name, Content: m.Content.String(), ToolCalls: string(m.ToolCalls)}
 	}
@@ -187,10 +187,6 @@ func (s *Server) checkModel(model string) *httpError {
 	}
 	return nil
 }
-
-var validRoles = map[string]bool{"system": true, "developer": true, "user": true, "assistant": true, "tool": true, "function": true}
-
-const roleList = "system, developer, user, assistant, tool, function"
 
 func checkTokenIDs(param string, ids []int) *httpError {
 	for i, id := range ids {

@@ -2,6 +2,7 @@ package tokenizer
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -24,20 +25,11 @@ func Defaults() Config {
 
 // Validate checks the configuration; errors name the key.
 func (c Config) Validate() error {
-	if !contains(Encodings, c.Encoding) {
+	if !slices.Contains(Encodings, c.Encoding) {
 		return fmt.Errorf("encoding: unknown encoding %q (valid: %s)", c.Encoding, strings.Join(Encodings, ", "))
 	}
 	if c.MessageCacheSize < 0 {
 		return fmt.Errorf("message_cache_size: must be >= 0, got %d", c.MessageCacheSize)
 	}
 	return nil
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }

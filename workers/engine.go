@@ -2,6 +2,7 @@ package workers
 
 import (
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -60,7 +61,7 @@ var placeholderRE = regexp.MustCompile(`\{[a-z_]+\}`)
 // unknownPlaceholder returns the first {word} in s that is not a placeholder.
 func unknownPlaceholder(s string) string {
 	for _, m := range placeholderRE.FindAllString(s, -1) {
-		if !contains(Placeholders, m) {
+		if !slices.Contains(Placeholders, m) {
 			return m
 		}
 	}
@@ -88,13 +89,4 @@ func expandAll(r *strings.Replacer, in []string) []string {
 		out[i] = r.Replace(s)
 	}
 	return out
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }

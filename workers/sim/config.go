@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -157,7 +158,7 @@ func (c Config) Validate() error {
 	if _, err := disagg.ParseRole(c.Role); err != nil {
 		return fmt.Errorf("role: %w", err)
 	}
-	if !contains(Protocols, c.Protocol) {
+	if !slices.Contains(Protocols, c.Protocol) {
 		return fmt.Errorf("protocol: unknown protocol %q (valid: %s)", c.Protocol, strings.Join(Protocols, ", "))
 	}
 	if c.Host == "" {
@@ -289,13 +290,4 @@ func checkBaseURL(raw string) error {
 		return fmt.Errorf("must be a base URL like http://host:port, got %q", raw)
 	}
 	return nil
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
-	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -200,15 +199,7 @@ func (o *Orchestrator) newInput(req *Request, pair *router.Pair) protocol.Input 
 		Body:           req.Body,
 		RequestID:      id,
 		ConversationID: conversation,
-		CtxWorker:      protocol.WorkerAddr{Host: hostOf(ctxWorker.URL)},
+		CtxWorker:      protocol.WorkerAddr{Host: ctxWorker.Host},
 		Room:           o.rand() % (protocol.MaxRoom + 1),
 	}
-}
-
-func hostOf(base string) string {
-	u, err := url.Parse(base)
-	if err != nil {
-		return ""
-	}
-	return u.Hostname()
 }

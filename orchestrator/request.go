@@ -249,7 +249,7 @@ func (o *Orchestrator) sessionKey(f conversationFields, header func(string) stri
 		if c.value == "" {
 			continue
 		}
-		if err := validSessionID(c.value, o.cfg.MaxSessionIDLength); err != nil {
+		if err := CheckID(c.value, o.cfg.MaxSessionIDLength); err != nil {
 			return "", badRequest(c.source, "%s: %v", c.source, err)
 		}
 		return c.value, nil
@@ -257,8 +257,9 @@ func (o *Orchestrator) sessionKey(f conversationFields, header func(string) stri
 	return "", nil
 }
 
-// validSessionID accepts printable ASCII without spaces, up to max bytes.
-func validSessionID(id string, max int) error {
+// CheckID accepts a client-supplied id (session or request id): printable
+// ASCII without spaces, up to max bytes.
+func CheckID(id string, max int) error {
 	if len(id) > max {
 		return fmt.Errorf("session id longer than %d bytes", max)
 	}

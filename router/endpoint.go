@@ -1,6 +1,7 @@
 package router
 
 import (
+	neturl "net/url"
 	"sync/atomic"
 
 	"github.com/duet-serve/duet/proto/disagg"
@@ -13,6 +14,9 @@ type Endpoint struct {
 	ID string
 	// URL is the worker's base URL, e.g. http://127.0.0.1:8100.
 	URL string
+	// Host is the URL's host name, without port ("" if URL does not parse),
+	// computed once: it rides on every SGLang request.
+	Host string
 	// Role is what the worker serves.
 	Role disagg.Role
 
@@ -25,6 +29,9 @@ type Endpoint struct {
 // NewEndpoint returns an endpoint that starts healthy with zero load.
 func NewEndpoint(id, url string, role disagg.Role) *Endpoint {
 	e := &Endpoint{ID: id, URL: url, Role: role}
+	if u, err := neturl.Parse(url); err == nil {
+		e.Host = u.Hostname()
+	}
 	e.healthy.Store(true)
 	return e
 }

@@ -98,3 +98,8 @@ func TestLeaseReleasedExactlyOnce(t *testing.T) {
 	nilLease.Release()
 	require.Zero(t, ep.Acquire(-5).Tokens(), "negative charges count as zero")
 }
+
+func TestEndpointHostParsedOnce(t *testing.T) {
+	require.Equal(t, "10.0.0.7", NewEndpoint("w", "http://10.0.0.7:8100", disagg.RoleContext).Host)
+	require.Equal(t, "", NewEndpoint("w", "::bad", disagg.RoleContext).Host)
+}

@@ -148,19 +148,10 @@ func setRouteHeaders(ctx *fasthttp.RequestCtx, r orchestrator.Route) {
 
 // requestID honours a sane client X-Request-ID, else mints one.
 func requestID(ctx *fasthttp.RequestCtx) string {
-	if id := ctx.Request.Header.Peek(headerRequestID); len(id) > 0 && len(id) <= 128 && printable(id) {
-		return string(id)
+	if id := string(ctx.Request.Header.Peek(headerRequestID)); id != "" && orchestrator.CheckID(id, 128) == nil {
+		return id
 	}
 	return fmt.Sprintf("%016x%016x", rand.Uint64(), rand.Uint64())
-}
-
-func printable(b []byte) bool {
-	for _, c := range b {
-		if c <= ' ' || c > '~' {
-			return false
-		}
-	}
-	return true
 }
 
 func (s *Server) models(ctx *fasthttp.RequestCtx) {

@@ -130,7 +130,7 @@ func (o *Orchestrator) fail(t *trace, err error) *Response {
 // retryable, or retries run out.
 func (o *Orchestrator) serve(req *Request, t *trace) (*Response, error) {
 	rr := &router.Request{SessionKey: req.SessionKey, RequestID: req.ID, Tokens: req.Tokens, Hashes: req.Hashes,
-		MaxTokens: req.MaxTokens, ExcludeCtx: map[string]bool{}, ExcludeGen: map[string]bool{}}
+		MaxTokens: req.MaxTokens}
 	var last *workerError
 	for attempt := 0; attempt <= o.cfg.MaxRetries; attempt++ {
 		pair, err := o.router.Route(rr)
@@ -167,12 +167,22 @@ func (o *Orchestrator) serve(req *Request, t *trace) (*Response, error) {
 		switch {
 		case we.afterHandle: // the handle, not a worker, was refused: a fresh context phase may do
 		case we.phase == phaseContext:
-			rr.ExcludeCtx[we.worker] = true
+			rr.ExcludeCtx = excluding(rr.ExcludeCtx, we.worker)
 		default:
-			rr.ExcludeGen[we.worker] = true
+			rr.ExcludeGen = excluding(rr.ExcludeGen, we.worker)
 		}
 	}
 	return nil, last.clientError()
+}
+
+// excluding adds worker to an exclusion set, allocating it on the first
+// retry (most requests never need one).
+func excluding(set map[string]bool, worker string) map[string]bool {
+	if set == nil {
+		set = map[string]bool{}
+	}
+	set[worker] = true
+	return set
 }
 
 // decisionLabel bounds the decision label: spill reasons are kept, the

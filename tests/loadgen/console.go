@@ -27,16 +27,7 @@ func PrintSummary(w io.Writer, sum *Summary) {
 		if consoleHidden[m.Tag] {
 			continue
 		}
-		row := []string{csvName(m)}
-		if m.Value != nil {
-			row = append(row, valueNumber(*m.Value, m.Unit, number), "-", "-", "-", "-", "-", "-")
-		} else {
-			for _, name := range []string{"avg", "min", "max", "p99", "p90", "p50", "std"} {
-				v, _ := m.Stats.Get(name)
-				row = append(row, number(v, m.Unit))
-			}
-		}
-		t.rows = append(t.rows, row)
+		t.rows = append(t.rows, metricRow(m, []string{"avg", "min", "max", "p99", "p90", "p50", "std"}, "-"))
 	}
 	t.write(w)
 	if len(sum.Turns) > 0 {
@@ -170,4 +161,22 @@ func pad(s string, width int) string {
 
 func center(s string, width int) string {
 	return strings.Repeat(" ", max(0, (width-utf8.RuneCountInString(s))/2)) + s
+}
+
+// metricRow is one metric as a table row: its name, then the given stats,
+// or, for a single-value metric, the value and blank in the other columns.
+func metricRow(m *Metric, stats []string, blank string) []string {
+	row := []string{csvName(m)}
+	if m.Value != nil {
+		row = append(row, valueNumber(*m.Value, m.Unit, number))
+		for range stats[1:] {
+			row = append(row, blank)
+		}
+		return row
+	}
+	for _, name := range stats {
+		v, _ := m.Stats.Get(name)
+		row = append(row, number(v, m.Unit))
+	}
+	return row
 }

@@ -85,16 +85,7 @@ func writeReport(w *bufio.Writer, res *Result, sum *Summary, info RunInfo) error
 	}
 	for i := range sum.Metrics {
 		m := &sum.Metrics[i]
-		row := []string{csvName(m)}
-		if m.Value != nil {
-			row = append(row, valueNumber(*m.Value, m.Unit, number), "", "", "", "", "", "")
-		} else {
-			for _, n := range []string{"avg", "min", "max", "p50", "p90", "p99", "std"} {
-				v, _ := m.Stats.Get(n)
-				row = append(row, number(v, m.Unit))
-			}
-		}
-		d.Metrics = append(d.Metrics, row)
+		d.Metrics = append(d.Metrics, metricRow(m, []string{"avg", "min", "max", "p50", "p90", "p99", "std"}, ""))
 	}
 	d.TurnHeader = turnTable(nil).header
 	for _, t := range sum.Turns {

@@ -1,12 +1,16 @@
 package orchestrator
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/duet-serve/duet/proto/openai"
+	"github.com/valyala/fastjson"
 )
 
 // Error is a failure the client sees: an HTTP status and an OpenAI error
@@ -101,7 +105,9 @@ func (e *workerError) clientError() *Error {
 		return &Error{Status: http.StatusServiceUnavailable, Message: fmt.Sprintf("%s workers are saturated: retry later", e.phase),
 			RetryAfter: time.Second, Err: e}
 	case e.status >= 400 && e.status < 500:
-		return &Error{Status: e.status, Body: openaiErrorOrNil(e.body), Message: string(truncate(e.body, 500)), Err: e}
+		re := relayedError(e.phase, e.status, e.body)
+		re.Err = e
+		return re
 	default:
 		return &Error{Status: http.StatusBadGateway, Message: fmt.Sprintf("%s worker failed: %s", e.phase, e.shortReason()), Err: e}
 	}
@@ -117,19 +123,93 @@ func (e *workerError) shortReason() string {
 	return "unknown error"
 }
 
-// openaiErrorOrNil returns body when it is an OpenAI error body, else nil
-// (the Error then builds one from its message).
-func openaiErrorOrNil(body []byte) []byte {
-	var probe openai.ErrorBody
-	if err := jsonUnmarshal(body, &probe); err != nil || probe.Error.Message == "" {
-		return nil
-	}
-	return append([]byte(nil), body...)
-}
-
 func truncate(b []byte, n int) []byte {
 	if len(b) > n {
 		return b[:n]
 	}
 	return b
+}
+
+// maxRelayedText bounds the part of a worker's non-JSON error body that
+// reaches the client.
+const maxRelayedText = 300
+
+// relayedError is a worker's error as the client sees it: OpenAI's
+// {"error":{"message","type","param","code"}} carrying the worker's
+// message, type, param and code, with the worker's status. An integer code
+// (vLLM, SGLang and TensorRT-LLM send the HTTP status) is kept as the worker
+// sent it. It reads OpenAI's shape, vLLM's older flat
+// {"object":"error","message",...}, FastAPI's {"detail": string or list}
+// and a bare {"message"}; any other body (text/plain, HTML, empty) becomes
+// a message naming the phase's worker and its status, with the body's
+// first bytes.
+func relayedError(phase string, status int, body []byte) *Error {
+	d := openai.ErrorDetail{Type: openai.TypeForStatus(status)}
+	if v, err := fastjson.ParseBytes(body); err == nil && v.Type() == fastjson.TypeObject {
+		readErrorObject(v, &d)
+	}
+	if d.Message == "" {
+		d.Message = fmt.Sprintf("%s worker answered status %d", phase, status)
+		if text := bytes.TrimSpace(body); len(text) > 0 {
+			d.Message += ": " + string(truncate(text, maxRelayedText))
+		} else {
+			d.Message += " with an empty body"
+		}
+	}
+	b, _ := json.Marshal(openai.ErrorBody{Error: d})
+	return &Error{Status: status, Type: d.Type, Message: d.Message, Body: b}
+}
+
+// readErrorObject fills d from a worker's error object, leaving defaults
+// where the worker says nothing.
+func readErrorObject(v *fastjson.Value, d *openai.ErrorDetail) {
+	obj := v
+	if e := v.Get("error"); e != nil {
+		switch e.Type() {
+		case fastjson.TypeObject:
+			obj = e
+		case fastjson.TypeString:
+			d.Message = string(e.GetStringBytes())
+		}
+	}
+	if m := obj.GetStringBytes("message"); len(m) > 0 {
+		d.Message = string(m)
+	}
+	if d.Message == "" {
+		d.Message = detailMessage(v.Get("detail"))
+	}
+	if t := obj.GetStringBytes("type"); len(t) > 0 {
+		d.Type = string(t)
+	}
+	if p := obj.Get("param"); p != nil && p.Type() == fastjson.TypeString {
+		param := string(p.GetStringBytes())
+		d.Param = &param
+	}
+	if c := obj.Get("code"); c != nil && (c.Type() == fastjson.TypeString || c.Type() == fastjson.TypeNumber) {
+		d.Code = c.MarshalTo(nil)
+	}
+}
+
+// detailMessage reads FastAPI's error detail: a string, or a list of
+// {"loc":[...],"msg":"..."} validation errors joined as "loc: msg; ...".
+func detailMessage(detail *fastjson.Value) string {
+	if detail == nil {
+		return ""
+	}
+	if detail.Type() == fastjson.TypeString {
+		return string(detail.GetStringBytes())
+	}
+	var parts []string
+	for _, item := range detail.GetArray() {
+		msg := string(item.GetStringBytes("msg"))
+		var loc []string
+		for _, l := range item.GetArray("loc") {
+			loc = append(loc, strings.Trim(string(l.MarshalTo(nil)), `"`))
+		}
+		if len(loc) > 0 {
+			msg = strings.Join(loc, ".") + ": " + msg
+		}
+		parts = append(parts, msg)
+	}
+	return strings.Join(parts, "; ")
 }

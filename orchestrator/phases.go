@@ -127,7 +127,10 @@ func (o *Orchestrator) generate(req *Request, pair *router.Pair, r protocol.Requ
 		if rep.status != http.StatusOK {
 			return nil, &workerError{phase: phaseGeneration, worker: ep.ID, status: rep.status, body: rep.body, afterHandle: handle}
 		}
-		body, u := patchResponseUsage(rep.body, c)
+		body, u, err := completeResponse(rep.body, c)
+		if err != nil {
+			return nil, &workerError{phase: phaseGeneration, worker: ep.ID, err: err}
+		}
 		o.metrics.phase.WithLabelValues(phaseGeneration).Observe(o.now().Sub(start).Seconds())
 		pair.Release()
 		t.status, t.cachedTokens, t.outputTokens, t.genRan = http.StatusOK, u.CachedTokens(), u.CompletionTokens, true

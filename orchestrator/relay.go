@@ -2,7 +2,6 @@ package orchestrator
 
 import (
 	"bufio"
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -54,12 +53,13 @@ type relay struct {
 	finished      bool  // a finish_reason was seen
 	workerErr     error // the worker ended the stream with its own error event
 	contentEvents int   // events with text: the output token count when usage is absent
+	chunks        *chunkReader
 	once          sync.Once
 }
 
 func newRelay(o *Orchestrator, req *Request, pair *router.Pair, st *stream, c *protocol.Context, t *trace, start time.Time) *relay {
 	rl := &relay{o: o, req: req, pair: pair, st: st, ctx: c, t: t, start: start,
-		events: make(chan sseEvent, 16), stop: make(chan struct{})}
+		events: make(chan sseEvent, 16), stop: make(chan struct{}), chunks: getChunkReader()}
 	rl.joined.Add(1)
 	go rl.read()
 	return rl
@@ -97,8 +97,9 @@ func (rl *relay) awaitFirst(firstBy time.Time) error {
 			return fmt.Errorf("stream ended before its first event: %w", ev.err)
 		case openai.IsDone(ev.data):
 			return fmt.Errorf("%w: [DONE] before any content", errStreamCut)
-		case isErrorEvent(ev.data):
-			return fmt.Errorf("worker error event: %s", truncate(ev.data, 300))
+		}
+		if c, err := rl.chunks.read(ev.data); err == nil && c.isError {
+			return fmt.Errorf("worker error event: %s", relayedError(phaseGeneration, http.StatusBadGateway, ev.data).Message)
 		}
 		rl.first = ev
 		return nil
@@ -115,6 +116,7 @@ func (rl *relay) abort() {
 		rl.st.closeBody()
 		rl.joined.Wait()
 		rl.st.close()
+		putChunkReader(rl.chunks)
 	})
 }
 
@@ -149,7 +151,7 @@ func (rl *relay) run(w *bufio.Writer) {
 
 func (rl *relay) loop(w *bufio.Writer) (int, error) {
 	if err := rl.forward(w, rl.first.data); err != nil {
-		return statusClientClosed, errClientGone
+		return rl.halt(w, err)
 	}
 	ping := time.NewTicker(rl.o.cfg.PingInterval)
 	defer ping.Stop()
@@ -166,7 +168,7 @@ func (rl *relay) loop(w *bufio.Writer) (int, error) {
 				return rl.end(w, ev.err)
 			}
 			if err := rl.forward(w, ev.data); err != nil {
-				return statusClientClosed, errClientGone
+				return rl.halt(w, err)
 			}
 			lastWrite = rl.o.now()
 			idle.Reset(rl.o.cfg.StreamIdleTimeout)
@@ -184,6 +186,15 @@ func (rl *relay) loop(w *bufio.Writer) (int, error) {
 			return rl.failStream(w, errStreamTooLong)
 		}
 	}
+}
+
+// halt ends the relay after forward failed: the client is gone, or the
+// worker broke the stream (the client gets an error event).
+func (rl *relay) halt(w *bufio.Writer, err error) (int, error) {
+	if errors.Is(err, errClientWrite) {
+		return statusClientClosed, errClientGone
+	}
+	return rl.failStream(w, err)
 }
 
 // end closes a stream whose upstream ended: cleanly after [DONE] or a
@@ -220,21 +231,37 @@ func (rl *relay) failStream(w *bufio.Writer, err error) (int, error) {
 	return status, err
 }
 
-// forward writes one worker event to the client, patching the usage chunk
-// and noting the first content and the finish reason.
+// errClientWrite marks a write to the client that failed: the client is
+// gone. Every other error forward returns is the worker's fault.
+var errClientWrite = errors.New("client write failed")
+
+// forward writes one worker event to the client. The event is read as JSON
+// once: its finish reason, usage (patched with the context phase's prompt
+// and cached tokens), content (for TTFT) and error. An event that is not a
+// JSON object, or that ends the request with a failure finish reason,
+// stops the relay with a worker error; a worker's error event is relayed
+// in OpenAI's shape and fails the request when the stream ends.
 func (rl *relay) forward(w *bufio.Writer, data []byte) error {
-	if bytes.Contains(data, []byte(`"finish_reason":"`)) {
-		rl.finished = true
+	c, err := rl.chunks.read(data)
+	if err != nil {
+		return fmt.Errorf("generation worker sent an event that is not a JSON object (%v): %s", err, truncate(data, 200))
 	}
-	if isErrorEvent(data) {
-		rl.workerErr = fmt.Errorf("generation worker error event: %s", truncate(data, 300))
+	if failureFinishReasons[c.finish] {
+		return fmt.Errorf("generation worker ended the request with finish_reason %q", c.finish)
 	}
-	if bytes.Contains(data, []byte(`"usage":{`)) {
+	if c.isError {
+		e := relayedError(phaseGeneration, http.StatusBadGateway, data)
+		rl.workerErr = fmt.Errorf("generation worker error event: %s", e.Message)
+		data = e.JSON()
+	} else {
 		var u openai.Usage
-		data, u = patchResponseUsage(data, rl.ctx)
-		rl.t.cachedTokens, rl.t.outputTokens = u.CachedTokens(), u.CompletionTokens
+		data, u = rl.chunks.rewrite(data, c, rl.ctx)
+		if c.usage != nil {
+			rl.t.cachedTokens, rl.t.outputTokens = u.CachedTokens(), u.CompletionTokens
+		}
 	}
-	if hasContent(data) {
+	rl.finished = rl.finished || c.finish != ""
+	if c.content {
 		if rl.t.ttft == 0 {
 			rl.t.ttft = rl.o.now().Sub(rl.t.start)
 		}
@@ -242,23 +269,8 @@ func (rl *relay) forward(w *bufio.Writer, data []byte) error {
 	}
 	rl.t.events++
 	rl.t.bytes += len(data)
-	if err := openai.WriteEvent(w, data); err != nil {
-		return err
+	if openai.WriteEvent(w, data) != nil || w.Flush() != nil {
+		return errClientWrite
 	}
-	return w.Flush()
-}
-
-func isErrorEvent(data []byte) bool {
-	return bytes.HasPrefix(bytes.TrimSpace(data), []byte(`{"error"`))
-}
-
-// hasContent reports whether a chunk carries non-empty text: a non-empty
-// "content" (chat) or "text" (completions) string.
-func hasContent(data []byte) bool {
-	for _, key := range [][]byte{[]byte(`"content":"`), []byte(`"text":"`)} {
-		if i := bytes.Index(data, key); i >= 0 && i+len(key) < len(data) && data[i+len(key)] != '"' {
-			return true
-		}
-	}
-	return false
+	return nil
 }

@@ -1,34 +1,34 @@
 package orchestrator
 
 import (
-	"encoding/json"
+	"fmt"
 
 	"github.com/duet-serve/duet/orchestrator/protocol"
 	"github.com/duet-serve/duet/proto/openai"
 )
 
-// patchResponseUsage makes a gen worker's usage report the prompt and
-// cached tokens of the context phase (the gen worker only saw a KV
-// transfer). It returns the body (unchanged when there is nothing to patch
-// or it cannot be read) and the usage reported to the client (zero when
-// there is none). It serves whole responses and single SSE chunks alike.
-func patchResponseUsage(body []byte, c *protocol.Context) ([]byte, openai.Usage) {
-	var probe struct {
-		Usage *openai.Usage `json:"usage"`
+// completeResponse reads a gen worker's whole (non-streaming) 2xx response
+// and returns the body the client gets and the usage it reports: usage
+// carries the context phase's prompt and cached tokens (the gen worker
+// only saw a KV transfer), a non-OpenAI finish reason becomes "stop". A
+// body that is not a JSON object, an error object, or a failure finish
+// reason (abort, error, ...) is an error: the gen worker failed. The
+// returned body is body itself or a new slice.
+func completeResponse(body []byte, c *protocol.Context) ([]byte, openai.Usage, error) {
+	r := getChunkReader()
+	defer putChunkReader(r)
+	ch, err := r.read(body)
+	switch {
+	case err != nil:
+		return nil, openai.Usage{}, fmt.Errorf("response is not a JSON object (%v): %s", err, truncate(body, 200))
+	case ch.isError:
+		return nil, openai.Usage{}, fmt.Errorf("200 response carries an error: %s", relayedError(phaseGeneration, 200, body).Message)
+	case failureFinishReasons[ch.finish]:
+		return nil, openai.Usage{}, fmt.Errorf("finish_reason %q: the worker gave up on the request", ch.finish)
 	}
-	if err := json.Unmarshal(body, &probe); err != nil || probe.Usage == nil {
-		return body, openai.Usage{}
+	out, u := r.rewrite(body, ch, c)
+	if len(out) > 0 && &out[0] != &body[0] {
+		out = append([]byte(nil), out...) // r's buffer goes back to the pool
 	}
-	u := *probe.Usage
-	if c == nil || c.PromptTokens == 0 {
-		return body, u
-	}
-	u.PromptTokens = c.PromptTokens
-	u.TotalTokens = u.PromptTokens + u.CompletionTokens
-	u.PromptTokensDetails = &openai.PromptTokensDetails{CachedTokens: c.CachedTokens}
-	out, err := openai.RewriteBody(body, map[string]any{"usage": u})
-	if err != nil {
-		return body, *probe.Usage
-	}
-	return out, u
+	return out, u, nil
 }

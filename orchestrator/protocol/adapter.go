@@ -31,9 +31,9 @@ type Adapter interface {
 
 	// ParseContextResponse reads the body of a 2xx ctx response (the caller
 	// handles other statuses). A body that breaks the protocol (not JSON,
-	// not exactly one choice, no finish_reason, no handle where one is
-	// required, or a finish_reason that says the engine gave up: abort,
-	// cancelled, error, timeout) yields an error wrapping
+	// not exactly one choice, no handle where one is required, or a
+	// finish_reason that says the engine gave up: abort, cancelled, error,
+	// timeout) yields an error wrapping
 	// ErrBadContextResponse: the ctx worker failed and the attempt may be
 	// retried on another one. The returned Context does not alias body: the
 	// caller may reuse body after return.
@@ -84,11 +84,14 @@ type Context struct {
 	// (prompt_tokens, prompt_tokens_details.cached_tokens,
 	// completion_tokens); 0 when not reported.
 	PromptTokens, CachedTokens, CompletionTokens int
-	// FinishReason is choices[0].finish_reason; never empty after a
-	// successful parse by a sequential adapter.
+	// FinishReason is choices[0].finish_reason as the engine wrote it ("" when
+	// null or absent). It is an engine's value (length, not_finished,
+	// remote_decode, ...), not necessarily an OpenAI one: only a Finished
+	// context's reason, which is always "stop", reaches a client.
 	FinishReason string
-	// Finished reports that the ctx worker completed the whole request
-	// (e.g. end of sequence at the first token). There is no generation
+	// Finished reports that the ctx worker completed the whole request (an
+	// end of sequence at the first token: FinishReason "stop"; see each
+	// adapter for when a handle is also present). There is no generation
 	// phase: the caller must return Text to the client, in the form the
 	// client asked for (streamed or not), with FinishReason and Usage.
 	Finished bool

@@ -26,7 +26,10 @@ type ErrorDetail struct {
 	Message string  `json:"message"`
 	Type    string  `json:"type"`
 	Param   *string `json:"param"`
-	Code    *string `json:"code"`
+	// Code is OpenAI's error code, a JSON string or null. Engines also send
+	// an integer (the HTTP status: vLLM, SGLang, TensorRT-LLM), so it is
+	// kept as the raw JSON value the producer wrote; nil encodes as null.
+	Code json.RawMessage `json:"code"`
 }
 
 // NewError builds an error body; param and code may be empty (sent as null).
@@ -36,13 +39,17 @@ func NewError(message, typ, param, code string) ErrorBody {
 		e.Error.Param = &param
 	}
 	if code != "" {
-		e.Error.Code = &code
+		e.Error.Code, _ = json.Marshal(code)
 	}
 	return e
 }
 
-// JSON encodes the error body. It cannot fail.
+// JSON encodes the error body. It cannot fail: a Code that is not valid
+// JSON is written as null.
 func (e ErrorBody) JSON() []byte {
+	if len(e.Error.Code) > 0 && !json.Valid(e.Error.Code) {
+		e.Error.Code = nil
+	}
 	b, _ := json.Marshal(e)
 	return b
 }

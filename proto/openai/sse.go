@@ -14,22 +14,25 @@ import (
 const ContentTypeSSE = "text/event-stream"
 
 var (
-	dataPrefix = []byte("data:")
-	doneData   = []byte("[DONE]")
+	dataPrefix  = []byte("data:")
+	eventPrefix = []byte("data: ")
+	eventEnd    = []byte("\n\n")
+	doneData    = []byte("[DONE]")
 )
 
-// IsDone reports whether an event's data is the terminating [DONE] marker.
-func IsDone(data []byte) bool { return bytes.Equal(data, doneData) }
+// IsDone reports whether an event's data is the terminating [DONE] marker
+// (surrounding whitespace allowed).
+func IsDone(data []byte) bool { return bytes.Equal(bytes.TrimSpace(data), doneData) }
 
 // WriteEvent writes one data event. The caller flushes.
 func WriteEvent(w io.Writer, data []byte) error {
-	if _, err := w.Write([]byte("data: ")); err != nil {
+	if _, err := w.Write(eventPrefix); err != nil {
 		return err
 	}
 	if _, err := w.Write(data); err != nil {
 		return err
 	}
-	_, err := w.Write([]byte("\n\n"))
+	_, err := w.Write(eventEnd)
 	return err
 }
 

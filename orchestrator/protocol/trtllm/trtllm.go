@@ -62,11 +62,14 @@ func (*Adapter) ContextRequest(in protocol.Input) (protocol.Request, error) {
 	return protocol.Request{Body: body.Encode()}, nil
 }
 
-// ParseContextResponse reads the context-only response. finish_reason
-// not_finished or length means generation continues, and then
-// choices[0].disaggregated_params must be an object with a ctx_request_id;
-// any other reason (stop: end of sequence at the first token) means the
-// request is Finished and Handle is nil.
+// ParseContextResponse reads the context-only response. finish_reason stop
+// is a true end of sequence at the first token: the request is Finished
+// (TensorRT-LLM's own disaggregated server answers the client with the
+// context response then, handle or not; a generation_only request would
+// decode past the end of sequence). Any other non-failure reason
+// (not_finished, length, null, or one an engine version adds) means
+// generation continues, and then choices[0].disaggregated_params must be an
+// object with a ctx_request_id.
 func (*Adapter) ParseContextResponse(in protocol.Input, body []byte) (protocol.Context, error) {
 	if err := in.Validate(); err != nil {
 		return protocol.Context{}, fmt.Errorf("%s: %w", Name, err)
@@ -76,7 +79,7 @@ func (*Adapter) ParseContextResponse(in protocol.Input, body []byte) (protocol.C
 		return protocol.Context{}, err
 	}
 	ctx := p.Context
-	if ctx.FinishReason != openai.FinishNotFinished && ctx.FinishReason != openai.FinishLength {
+	if ctx.FinishReason == openai.FinishStop {
 		ctx.Finished = true
 		return ctx, nil
 	}
@@ -84,7 +87,7 @@ func (*Adapter) ParseContextResponse(in protocol.Input, body []byte) (protocol.C
 		return &protocol.ContextResponseError{Adapter: Name, Reason: reason}
 	}
 	if p.ChoiceParams == nil {
-		return protocol.Context{}, bad("finish_reason " + ctx.FinishReason + " without disaggregated_params")
+		return protocol.Context{}, bad(fmt.Sprintf("finish_reason %q without disaggregated_params", ctx.FinishReason))
 	}
 	params, err := wire.DecodeObject(p.ChoiceParams)
 	if err != nil {

@@ -73,12 +73,15 @@ func (*Adapter) ContextRequest(in protocol.Input) (protocol.Request, error) {
 	return request(in, body), nil
 }
 
-// ParseContextResponse reads the prefill response. Its top-level
-// kv_transfer_params, when present, must be an object and becomes the
-// Handle; when absent or null the Handle is nil and the decode leg prefills
-// locally. finish_reason length means decoding continues; any other reason
-// (stop: end of sequence at the first token) means the request is Finished
-// and Handle is nil.
+// ParseContextResponse reads the prefill response. The handle decides, not
+// the finish reason, which varies by implementation (vLLM answers length;
+// llm-d's simulator remote_decode; others null): a top-level
+// kv_transfer_params object is the Handle and decoding continues, whatever
+// the reason. Without params (absent or null) the request is Finished only
+// on stop, a true end of sequence at the first token; on any other reason
+// decoding continues with a nil Handle and the decode worker prefills
+// locally. Failure reasons (abort, error, ...) and params that are not an
+// object are bad context responses.
 func (*Adapter) ParseContextResponse(in protocol.Input, body []byte) (protocol.Context, error) {
 	if err := in.Validate(); err != nil {
 		return protocol.Context{}, fmt.Errorf("%s: %w", Name, err)
@@ -88,14 +91,11 @@ func (*Adapter) ParseContextResponse(in protocol.Input, body []byte) (protocol.C
 		return protocol.Context{}, err
 	}
 	ctx := p.Context
-	if ctx.FinishReason != openai.FinishLength {
-		ctx.Finished = true
-		return ctx, nil
-	}
 	if p.KVTransferParams != nil && !wire.IsObject(p.KVTransferParams) {
 		return protocol.Context{}, &protocol.ContextResponseError{Adapter: Name, Reason: "kv_transfer_params is not an object"}
 	}
 	ctx.Handle = p.KVTransferParams
+	ctx.Finished = ctx.Handle == nil && ctx.FinishReason == openai.FinishStop
 	return ctx, nil
 }
 

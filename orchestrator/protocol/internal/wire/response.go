@@ -43,8 +43,9 @@ type Parsed struct {
 }
 
 // ParseContext reads a 2xx ctx response of the given endpoint. It requires
-// a JSON object with exactly one choice and a finish_reason that is not a
-// failure reason; a present usage must be an object and a present
+// a JSON object with exactly one choice whose finish_reason, when set, is
+// not a failure reason (it may be null or absent: the adapter decides from
+// the handle); a present usage must be an object and a present
 // prompt_token_ids an array. Errors are *protocol.ContextResponseError
 // naming adapter. Nothing in the result aliases body.
 func ParseContext(adapter string, ep protocol.Endpoint, body []byte) (Parsed, error) {
@@ -78,10 +79,10 @@ func ParseContext(adapter string, ep protocol.Endpoint, body []byte) (Parsed, er
 		return Parsed{}, bad(nil, "%d choices, want 1", len(r.Choices))
 	}
 	c := r.Choices[0]
-	if c.FinishReason == nil || *c.FinishReason == "" {
-		return Parsed{}, bad(nil, "choice has no finish_reason")
+	var reason string
+	if c.FinishReason != nil {
+		reason = *c.FinishReason
 	}
-	reason := *c.FinishReason
 	if failureReasons[reason] {
 		return Parsed{}, bad(nil, "finish_reason %q", reason)
 	}

@@ -1,0 +1,208 @@
+package orchestrator
+
+import (
+	"errors"
+	"slices"
+	"sync"
+
+	"github.com/duet-serve/duet/orchestrator/protocol"
+	"github.com/duet-serve/duet/proto/openai"
+	"github.com/valyala/fastjson"
+)
+
+// errNotJSONObject is returned for a worker body or event that is not a
+// JSON object.
+var errNotJSONObject = errors.New("not a JSON object")
+
+// openAIFinishReasons are the finish reasons OpenAI clients know; a worker's
+// other non-failure reasons reach the client as "stop".
+var openAIFinishReasons = map[string]bool{
+	openai.FinishStop: true, openai.FinishLength: true, "tool_calls": true, "content_filter": true, "function_call": true,
+}
+
+// failureFinishReasons say the engine gave up on the request (vLLM's abort
+// and error, TensorRT-LLM's cancelled and timeout): the answer is not
+// complete and the attempt failed.
+var failureFinishReasons = map[string]bool{"abort": true, "error": true, "cancelled": true, "timeout": true}
+
+// contentKeys are the keys of a choice's delta (streaming chat) that carry
+// output: text, reasoning text (vLLM writes reasoning_content, newer
+// versions reasoning) and tool calls.
+var contentKeys = []string{"content", "reasoning_content", "reasoning", "tool_calls"}
+
+// chunkReader reads worker JSON (a whole response or one stream event) as
+// JSON, whatever its whitespace, key order or escapes, and rewrites it by
+// key. One parse per body; nothing is found by matching bytes. A
+// chunkReader is not safe for concurrent use; get one from chunkReaders
+// and put it back when the values it returned are no longer used.
+type chunkReader struct {
+	p     fastjson.Parser
+	arena fastjson.Arena
+	out   []byte
+}
+
+// chunkReaders recycles chunkReaders: a relay holds one for its stream.
+var chunkReaders = sync.Pool{New: func() any { return &chunkReader{} }}
+
+func getChunkReader() *chunkReader { return chunkReaders.Get().(*chunkReader) }
+
+func putChunkReader(r *chunkReader) {
+	if cap(r.out) > 64<<10 { // do not keep one giant response's buffer
+		r.out = nil
+	}
+	chunkReaders.Put(r)
+}
+
+// chunk is what duet needs from one worker body. It is valid until the
+// chunkReader's next read.
+type chunk struct {
+	v *fastjson.Value
+	// finish is the first non-null choices[i].finish_reason, "" when none.
+	finish string
+	// content reports that a choice carries output: a non-empty delta
+	// content, reasoning or tool call (chat stream), message content
+	// (chat) or text (completions).
+	content bool
+	// usage is the top-level usage object; nil when absent or null.
+	usage *fastjson.Value
+	// isError reports a worker error in a 200 body or an event: a non-null
+	// top-level "error", or vLLM's older {"object":"error",...}.
+	isError bool
+}
+
+// read parses data, which must be one JSON object. Each object is walked
+// once.
+func (r *chunkReader) read(data []byte) (chunk, error) {
+	v, err := r.p.ParseBytes(data)
+	if err != nil {
+		return chunk{}, err
+	}
+	top, err := v.Object()
+	if err != nil {
+		return chunk{}, errNotJSONObject
+	}
+	c := chunk{v: v}
+	top.Visit(func(key []byte, f *fastjson.Value) {
+		switch string(key) {
+		case "usage":
+			if f.Type() == fastjson.TypeObject {
+				c.usage = f
+			}
+		case "error":
+			c.isError = c.isError || f.Type() != fastjson.TypeNull
+		case "object":
+			c.isError = c.isError || string(f.GetStringBytes()) == "error"
+		case "choices":
+			for _, ch := range f.GetArray() {
+				readChoice(ch, &c)
+			}
+		}
+	})
+	return c, nil
+}
+
+// readChoice adds one choice's finish reason and content to c.
+func readChoice(ch *fastjson.Value, c *chunk) {
+	o, err := ch.Object()
+	if err != nil {
+		return
+	}
+	o.Visit(func(key []byte, f *fastjson.Value) {
+		switch string(key) {
+		case "finish_reason":
+			if c.finish == "" {
+				c.finish = string(f.GetStringBytes())
+			}
+		case "text":
+			c.content = c.content || len(f.GetStringBytes()) > 0
+		case "message":
+			c.content = c.content || len(f.GetStringBytes("content")) > 0
+		case "delta":
+			c.content = c.content || deltaHasContent(f)
+		}
+	})
+}
+
+// deltaHasContent reports whether a streamed chat delta carries output.
+func deltaHasContent(delta *fastjson.Value) bool {
+	o, err := delta.Object()
+	if err != nil {
+		return false
+	}
+	found := false
+	o.Visit(func(key []byte, f *fastjson.Value) {
+		if found || !slices.Contains(contentKeys, string(key)) {
+			return
+		}
+		switch f.Type() {
+		case fastjson.TypeString:
+			found = len(f.GetStringBytes()) > 0
+		case fastjson.TypeArray:
+			found = len(f.GetArray()) > 0
+		}
+	})
+	return found
+}
+
+// usageOf returns the usage the chunk reports (zero when it has none).
+func usageOf(c chunk) openai.Usage {
+	if c.usage == nil {
+		return openai.Usage{}
+	}
+	u := openai.Usage{
+		PromptTokens:     c.usage.GetInt("prompt_tokens"),
+		CompletionTokens: c.usage.GetInt("completion_tokens"),
+		TotalTokens:      c.usage.GetInt("total_tokens"),
+	}
+	if d := c.usage.Get("prompt_tokens_details"); d != nil && d.Type() == fastjson.TypeObject {
+		u.PromptTokensDetails = &openai.PromptTokensDetails{CachedTokens: d.GetInt("cached_tokens")}
+	}
+	return u
+}
+
+// rewrite returns the chunk as the client must see it and the usage it
+// reports. With a context phase (ctx non-nil and prompt tokens known),
+// usage reports the context phase's prompt and cached tokens, which the gen
+// worker did not see; a finish reason outside OpenAI's set becomes "stop".
+// Only those keys change; when neither applies the original data is
+// returned as is. The result is valid until the chunkReader's next read.
+func (r *chunkReader) rewrite(data []byte, c chunk, ctx *protocol.Context) ([]byte, openai.Usage) {
+	u := usageOf(c)
+	patchUsage := c.usage != nil && ctx != nil && ctx.PromptTokens > 0
+	patchFinish := c.finish != "" && !openAIFinishReasons[c.finish] && !failureFinishReasons[c.finish]
+	if !patchUsage && !patchFinish {
+		return data, u
+	}
+	r.arena.Reset()
+	if patchUsage {
+		u = r.setUsage(c.usage, u, ctx)
+	}
+	if patchFinish {
+		stop := r.arena.NewString(openai.FinishStop)
+		for _, ch := range c.v.GetArray("choices") {
+			if f := ch.Get("finish_reason"); f != nil && f.Type() == fastjson.TypeString {
+				ch.Set("finish_reason", stop)
+			}
+		}
+	}
+	r.out = c.v.MarshalTo(r.out[:0])
+	return r.out, u
+}
+
+// setUsage overrides prompt_tokens, total_tokens and
+// prompt_tokens_details.cached_tokens of usage (other keys are kept) and
+// returns the usage now reported.
+func (r *chunkReader) setUsage(usage *fastjson.Value, u openai.Usage, ctx *protocol.Context) openai.Usage {
+	u.PromptTokens = ctx.PromptTokens
+	u.TotalTokens = u.PromptTokens + u.CompletionTokens
+	u.PromptTokensDetails = &openai.PromptTokensDetails{CachedTokens: ctx.CachedTokens}
+	usage.Set("prompt_tokens", r.arena.NewNumberInt(u.PromptTokens))
+	usage.Set("total_tokens", r.arena.NewNumberInt(u.TotalTokens))
+	details := usage.Get("prompt_tokens_details")
+	if details == nil || details.Type() != fastjson.TypeObject {
+		details = r.arena.NewObject()
+		usage.Set("prompt_tokens_details", details)
+	}
+	details.Set("cached_tokens", r.arena.NewNumberInt(ctx.CachedTokens))
+	return u
+}

@@ -209,7 +209,7 @@ func (o *Orchestrator) newInput(req *Request, pair *router.Pair) protocol.Input 
 		Body:           req.Body,
 		RequestID:      id,
 		ConversationID: conversation,
-		CtxWorker:      protocol.WorkerAddr{Host: ctxWorker.Host},
+		CtxWorker:      protocol.WorkerAddr{Host: ctxWorker.Host, BootstrapPort: ctxWorker.BootstrapPort},
 		Room:           o.rand() % (protocol.MaxRoom + 1),
 	}
 }

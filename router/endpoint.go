@@ -19,6 +19,9 @@ type Endpoint struct {
 	Host string
 	// Role is what the worker serves.
 	Role disagg.Role
+	// BootstrapPort is an SGLang prefill worker's bootstrap port; 0 means
+	// the engine's default. Set before the endpoint is shared.
+	BootstrapPort int
 
 	healthy  atomic.Bool
 	draining atomic.Bool

@@ -11,15 +11,19 @@ import (
 // Member describes one worker in a membership update (from the fleet or the
 // admin API).
 type Member struct {
-	ID      string
-	URL     string
-	Role    disagg.Role
-	Healthy bool
+	ID   string
+	URL  string
+	Role disagg.Role
+	// BootstrapPort is an SGLang prefill worker's bootstrap port, sent to
+	// the decode worker as bootstrap_port; 0 means the engine's default
+	// (8998). Other protocols ignore it.
+	BootstrapPort int
+	Healthy       bool
 }
 
 // Pool is the set of workers the router may use. Endpoints keep their
-// identity (and so their load) across Sync calls as long as their ID, URL
-// and Role are unchanged.
+// identity (and so their load) across Sync calls as long as their ID, URL,
+// Role and BootstrapPort are unchanged.
 type Pool struct {
 	// mu serialises writers; readers use the atomic snapshot.
 	mu       sync.Mutex
@@ -64,8 +68,9 @@ func (p *Pool) Sync(members []Member) bool {
 			continue
 		}
 		ep, ok := old.byID[m.ID]
-		if !ok || ep.URL != m.URL || ep.Role != m.Role {
+		if !ok || ep.URL != m.URL || ep.Role != m.Role || ep.BootstrapPort != m.BootstrapPort {
 			ep = NewEndpoint(m.ID, m.URL, m.Role)
+			ep.BootstrapPort = m.BootstrapPort
 			changed = true
 		}
 		ep.healthy.Store(m.Healthy)

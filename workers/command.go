@@ -21,7 +21,8 @@ const vllmKVTransferConfig = `{"kv_connector":"NixlConnector","kv_role":"kv_both
 //
 // Command lines (H host, P port, S side port, M model, D run dir, N name):
 //
-//	sim:     <duet> sim --role context|generation --host H --port P --protocol <proto> [--model M]
+//	sim:     <duet> sim --role context|generation --host H --port P --protocol <proto>
+//	         [--bootstrap-port S (protocol sglang, context workers)] [--model M]
 //	trtllm:  trtllm-serve M --host H --port P --config D/N.yaml
 //	vllm:    vllm serve M --host H --port P --kv-transfer-config '{"kv_connector":"NixlConnector","kv_role":"kv_both"}' [--config D/N.yaml]
 //	         with VLLM_NIXL_SIDE_CHANNEL_PORT=S
@@ -47,6 +48,9 @@ func buildCommand(s *WorkerSpec, p PoolConfig, runDir string, opts Options) ([]F
 			program = opts.Executable
 		}
 		argv = []string{program, "sim", "--role", string(s.Role), "--host", host, "--port", port, "--protocol", opts.SimProtocol}
+		if opts.SimProtocol == SimProtocolSGLang && s.Role == disagg.RoleContext {
+			argv = append(argv, "--bootstrap-port", strconv.Itoa(s.SidePort))
+		}
 		if p.Model != "" {
 			argv = append(argv, "--model", p.Model)
 		}

@@ -11,6 +11,14 @@ const (
 	EngineCommand = "command" // a user command template with placeholders
 )
 
+// CountAuto is PoolConfig.Count's default: DefaultCount workers, or none
+// when the pool lists URLs.
+const CountAuto = -1
+
+// DefaultCount is the number of workers a pool launches when Count is
+// CountAuto and no URLs are listed.
+const DefaultCount = 2
+
 // Engines lists the valid engine names, for error messages.
 var Engines = []string{EngineSim, EngineTRTLLM, EngineVLLM, EngineSGLang, EngineCommand}
 
@@ -57,9 +65,10 @@ type PoolConfig struct {
 	// Engine is the worker program: sim, trtllm, vllm, sglang or command
 	// (default sim). See Plan for the exact command each one runs.
 	Engine string `mapstructure:"engine" yaml:"engine" help:"worker engine: sim, trtllm, vllm, sglang or command"`
-	// Count is the number of workers duet launches (default 2). It must be 0
-	// when URLs are listed: a pool is either launched or pre-launched.
-	Count int `mapstructure:"count" yaml:"count" help:"number of workers to launch (0 when urls are listed)"`
+	// Count is the number of workers duet launches. Default -1 (CountAuto):
+	// 2, or 0 when URLs are listed. It must be 0 or -1 when URLs are listed:
+	// a pool is either launched or pre-launched.
+	Count int `mapstructure:"count" yaml:"count" help:"number of workers to launch (-1: 2, or 0 when urls are listed)"`
 	// Model is the model the engine serves (a Hugging Face id or a path).
 	// Required by trtllm, vllm and sglang; optional for sim (default: the
 	// simulator's own) and command ({model} placeholder).
@@ -81,9 +90,10 @@ type PoolConfig struct {
 	// (default empty: use BasePort).
 	Ports []string `mapstructure:"ports" yaml:"ports" help:"explicit HTTP port of each worker (overrides base_port)"`
 	// SidePortBase is the first side port: vLLM's NIXL side channel
-	// (VLLM_NIXL_SIDE_CHANNEL_PORT) or SGLang's disaggregation bootstrap
-	// port. Worker i gets SidePortBase + i*stride, where stride is the
-	// worker's GPU count (at least 1) for vllm and 1 for sglang (defaults
+	// (VLLM_NIXL_SIDE_CHANNEL_PORT), or the SGLang disaggregation bootstrap
+	// port of sglang and sim workers (a sim worker opens it only when it
+	// speaks sglang). Worker i gets SidePortBase + i*stride, where stride is
+	// the worker's GPU count (at least 1) for vllm and 1 otherwise (defaults
 	// 5600 for context, 5700 for generation). Other engines have no side port.
 	SidePortBase int `mapstructure:"side_port_base" yaml:"side_port_base" help:"first vLLM NIXL side-channel / SGLang bootstrap port"`
 	// Args are appended to the engine's command line; placeholders are
@@ -114,10 +124,13 @@ type PoolConfig struct {
 	// Not supported by the other engines. Configuration loaders lowercase
 	// map keys; engine keys are lowercase snake/kebab case, so this is safe.
 	EngineConfig map[string]any `mapstructure:"engine_config" yaml:"engine_config" help:"extra engine configuration (trtllm: merged into the generated YAML; vllm: passed with --config)"`
-	// URLs lists pre-launched workers (http://host:port). duet does not
-	// manage their processes; it health-checks them and reports them up or
-	// down. Requires Count 0.
-	URLs []string `mapstructure:"urls" yaml:"urls" help:"URLs of pre-launched workers (health-checked only)"`
+	// URLs lists pre-launched workers as base URLs (http://host:port). duet
+	// does not manage their processes; it health-checks them and reports
+	// them up or down. An SGLang prefill worker's entry may name its
+	// bootstrap port after a space, as SGLang's router takes it:
+	// "http://10.0.0.5:30000 8998" (without one the worker's default, 8998,
+	// is used). Requires Count 0 or -1.
+	URLs []string `mapstructure:"urls" yaml:"urls" help:"URLs of pre-launched workers (health-checked only); \"URL PORT\" gives an SGLang prefill worker's bootstrap port"`
 }
 
 // Defaults returns the default fleet: two simulated context workers on
@@ -137,7 +150,7 @@ func Defaults() Config {
 func defaultPool(basePort, sidePortBase int) PoolConfig {
 	return PoolConfig{
 		Engine:        EngineSim,
-		Count:         2,
+		Count:         CountAuto,
 		GPUsPerWorker: -1,
 		BasePort:      basePort,
 		SidePortBase:  sidePortBase,

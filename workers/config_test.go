@@ -10,6 +10,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/duet-serve/duet/proto/disagg"
 )
 
 func TestDefaultsValid(t *testing.T) {
@@ -32,8 +34,10 @@ func TestValidateNamesKey(t *testing.T) {
 		{"zero threshold", func(c *Config) { c.UnhealthyThreshold = 0 }, "unhealthy_threshold", "must be >= 1, got 0"},
 		{"negative grace", func(c *Config) { c.ShutdownGrace = -time.Second }, "shutdown_grace", "must be >= 0"},
 		{"unknown engine", func(c *Config) { c.Context.Engine = "tgi" }, "context.engine", `unknown engine "tgi" (valid: sim, trtllm, vllm, sglang, command)`},
-		{"negative count", func(c *Config) { c.Generation.Count = -1 }, "generation.count", "must be >= 0, got -1"},
-		{"count with urls", func(c *Config) { c.Context.URLs = []string{"http://h:1"} }, "context.count", "must be 0 when urls are listed, got 2"},
+		{"negative count", func(c *Config) { c.Generation.Count = -2 }, "generation.count", "must be >= 0, or -1 for 2 (none when urls are listed), got -2"},
+		{"count with urls", func(c *Config) { c.Context.Count, c.Context.URLs = 2, []string{"http://h:1"} }, "context.count", "must be 0 or unset when urls are listed, got 2"},
+		{"url entry with a bad bootstrap port", func(c *Config) { c.Context.URLs = []string{"http://h:1 99999"} }, "context.urls[0]", "bootstrap port: must be in 1..65535, got 99999"},
+		{"url entry with three fields", func(c *Config) { c.Context.URLs = []string{"http://h:1 8998 x"} }, "context.urls[0]", `want "URL" or "URL BOOTSTRAP_PORT"`},
 		{"url scheme", func(c *Config) { c.Context.Count = 0; c.Context.URLs = []string{"h:1"} }, "context.urls[0]", "http:// or https://"},
 		{"url without host", func(c *Config) { c.Context.Count = 0; c.Context.URLs = []string{"http://"} }, "context.urls[0]", "has no host"},
 		{"url with path", func(c *Config) { c.Generation.Count = 0; c.Generation.URLs = []string{"http://h:1/v1"} }, "generation.urls[0]", "without path"},
@@ -161,10 +165,31 @@ func TestConfigFilesValid(t *testing.T) {
 	}
 }
 
+// Regression (issue 10): a pool that lists urls must not also need count: 0.
+func TestURLPoolNeedsNoCount(t *testing.T) {
+	cfg := Defaults()
+	cfg.Context.URLs = []string{"http://10.0.0.5:30000 8998", "http://10.0.0.6:30000"}
+	require.NoError(t, cfg.Validate())
+	plan, err := NewPlan(cfg, Options{Executable: "/usr/local/bin/duet", LookupEnv: func(string) (string, bool) { return "", false }})
+	require.NoError(t, err)
+	var ctx []WorkerSpec
+	for _, w := range plan.Workers {
+		if w.Role == disagg.RoleContext {
+			ctx = append(ctx, w)
+		}
+	}
+	require.Len(t, ctx, 2, "the url pool launches nothing and lists its two workers")
+	require.Equal(t, "http://10.0.0.5:30000", ctx[0].URL)
+	require.Equal(t, 8998, ctx[0].SidePort, "the entry's bootstrap port")
+	require.Equal(t, 0, ctx[1].SidePort, "no port named: the worker's default")
+}
+
 func TestQuickstartIsTheDefaults(t *testing.T) {
 	cfg := loadFleetSection(t, "../configs/quickstart.yaml")
 	want := Defaults()
-	// The file spells out the sim start timeout the default (0) resolves to.
+	// The file spells out the sim start timeout the default (0) resolves to,
+	// and the count the default (-1, auto) resolves to.
 	want.Context.StartTimeout, want.Generation.StartTimeout = 20*time.Second, 20*time.Second
+	want.Context.Count, want.Generation.Count = DefaultCount, DefaultCount
 	require.Equal(t, want, cfg)
 }

@@ -14,7 +14,7 @@ type engineInfo struct {
 	gpus         int           // default GPUs per worker
 	startTimeout time.Duration // default start timeout
 	needsModel   bool          // model is required
-	sidePorts    bool          // the engine takes a side port (NIXL side channel, bootstrap)
+	sidePorts    bool          // the engine takes a side port (NIXL side channel, SGLang bootstrap); see hasSidePorts for sim
 	engineConfig bool          // engine_config is supported
 }
 
@@ -44,6 +44,12 @@ func (p PoolConfig) startTimeout() time.Duration {
 
 // launched reports whether duet launches this pool's workers.
 func (p PoolConfig) launched() bool { return len(p.URLs) == 0 }
+
+// hasSidePorts reports whether the pool's launched workers get side ports:
+// vllm and sglang always, sim when it speaks sglang (its bootstrap port).
+func (p PoolConfig) hasSidePorts(simProtocol string) bool {
+	return engines[p.Engine].sidePorts || (p.Engine == EngineSim && simProtocol == SimProtocolSGLang)
+}
 
 // sidePortStride is the distance between the side ports of two workers.
 func (p PoolConfig) sidePortStride() int {

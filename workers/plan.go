@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -23,7 +22,8 @@ type Options struct {
 	// ...`. Empty: os.Executable(). A pool's executable overrides it.
 	Executable string
 	// SimProtocol is the wire protocol of simulated workers, passed as
-	// `--protocol` (default "trtllm").
+	// `--protocol` (default "trtllm"). With SimProtocolSGLang a context
+	// worker also gets `--bootstrap-port` (its side port).
 	SimProtocol string
 	// Logger receives fleet events (key "worker") and, at debug level, every
 	// line the workers print. Nil: no logging.
@@ -38,6 +38,10 @@ type Options struct {
 	// (CUDA_VISIBLE_DEVICES). Nil: os.LookupEnv.
 	LookupEnv func(key string) (string, bool)
 }
+
+// SimProtocolSGLang is the SimProtocol under which sim context workers
+// serve an SGLang bootstrap port.
+const SimProtocolSGLang = "sglang"
 
 func (o Options) withDefaults() Options {
 	if o.SimProtocol == "" {
@@ -138,7 +142,7 @@ func NewPlan(cfg Config, opts Options) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	ports, err := assignPorts(pools)
+	ports, err := assignPorts(pools, opts.SimProtocol)
 	if err != nil {
 		return nil, err
 	}
@@ -196,7 +200,7 @@ func needsExecutable(cfg Config) bool {
 }
 
 func externalSpec(p pool, i int, raw string) WorkerSpec {
-	u, _ := url.Parse(raw) // validated
+	u, bootstrapPort, _ := ParseURLEntry(raw) // validated
 	port, _ := strconv.Atoi(u.Port())
 	return WorkerSpec{
 		Name:       fmt.Sprintf("%s-%d", p.abbr, i),
@@ -205,7 +209,8 @@ func externalSpec(p pool, i int, raw string) WorkerSpec {
 		Engine:     p.cfg.Engine,
 		External:   true,
 		Port:       port,
-		URL:        strings.TrimSuffix(raw, "/"),
+		SidePort:   bootstrapPort,
+		URL:        strings.TrimSuffix(u.String(), "/"),
 		HealthPath: p.cfg.HealthPath,
 		Restart:    p.cfg.Restart,
 	}

@@ -8,11 +8,12 @@ type poolPorts struct {
 	side []int // side port of worker i; nil when the engine has none
 }
 
-// assignPorts gives every launched worker its HTTP port and, for vllm and
-// sglang, its side port, and checks that no two uses overlap. HTTP ports are
-// assigned first, so a clash with a side port blames side_port_base. The
-// pools' own fields must already be valid.
-func assignPorts(pools []pool) ([]poolPorts, error) {
+// assignPorts gives every launched worker its HTTP port and, for pools
+// with side ports (see hasSidePorts; simProtocol is the sim workers'
+// protocol, "" when unknown), its side port, and checks that no two uses
+// overlap. HTTP ports are assigned first, so a clash with a side port
+// blames side_port_base. The pools' own fields must already be valid.
+func assignPorts(pools []pool, simProtocol string) ([]poolPorts, error) {
 	used := map[int]string{} // port -> the worker that uses it
 	claim := func(port int, key, user string) error {
 		if prev, taken := used[port]; taken {
@@ -41,10 +42,13 @@ func assignPorts(pools []pool) ([]poolPorts, error) {
 		}
 	}
 	for pi, p := range pools {
-		if !p.cfg.launched() || !engines[p.cfg.Engine].sidePorts {
+		if !p.cfg.launched() || !p.cfg.hasSidePorts(simProtocol) {
 			continue
 		}
 		stride := p.cfg.sidePortStride()
+		if err := portRange(p.cfg.SidePortBase, p.cfg.Count, stride); err != nil {
+			return nil, fmt.Errorf("%s.side_port_base: %w", p.key, err)
+		}
 		for i := 0; i < p.cfg.Count; i++ {
 			first := p.cfg.SidePortBase + i*stride
 			for port := first; port < first+stride; port++ {

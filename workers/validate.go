@@ -17,12 +17,23 @@ type pool struct {
 	cfg  PoolConfig
 }
 
-// pools returns the two pools, context first.
+// pools returns the two pools, context first, with CountAuto resolved.
 func (c Config) pools() []pool {
 	return []pool{
-		{key: "context", abbr: "ctx", role: disagg.RoleContext, cfg: c.Context},
-		{key: "generation", abbr: "gen", role: disagg.RoleGeneration, cfg: c.Generation},
+		{key: "context", abbr: "ctx", role: disagg.RoleContext, cfg: c.Context.resolved()},
+		{key: "generation", abbr: "gen", role: disagg.RoleGeneration, cfg: c.Generation.resolved()},
 	}
+}
+
+// resolved returns p with a CountAuto count replaced by the count it means.
+func (p PoolConfig) resolved() PoolConfig {
+	if p.Count == CountAuto {
+		p.Count = DefaultCount
+		if len(p.URLs) > 0 {
+			p.Count = 0
+		}
+	}
+	return p
 }
 
 // Validate checks the configuration. The error names the offending key
@@ -39,7 +50,7 @@ func (c Config) Validate() error {
 			return err
 		}
 	}
-	if _, err := assignPorts(pools); err != nil {
+	if _, err := assignPorts(pools, ""); err != nil {
 		return err
 	}
 	if len(c.GPUs) > 0 {
@@ -87,10 +98,10 @@ func (p PoolConfig) validate(key string) error {
 		return fail("engine", "unknown engine %q (valid: %s)", p.Engine, strings.Join(Engines, ", "))
 	}
 	if p.Count < 0 {
-		return fail("count", "must be >= 0, got %d", p.Count)
+		return fail("count", "must be >= 0, or -1 for %d (none when urls are listed), got %d", DefaultCount, p.Count)
 	}
 	if len(p.URLs) > 0 && p.Count > 0 {
-		return fail("count", "must be 0 when urls are listed, got %d (a pool is either launched by duet or pre-launched)", p.Count)
+		return fail("count", "must be 0 or unset when urls are listed, got %d (a pool is either launched by duet or pre-launched)", p.Count)
 	}
 	if err := validateURLs(key, p.URLs); err != nil {
 		return err
@@ -123,16 +134,9 @@ func (p PoolConfig) validate(key string) error {
 func validateURLs(key string, urls []string) error {
 	seen := map[string]int{}
 	for i, raw := range urls {
-		u, err := url.Parse(raw)
-		switch {
-		case err != nil:
-			return fmt.Errorf("%s.urls[%d]: %v", key, i, err)
-		case u.Scheme != "http" && u.Scheme != "https":
-			return fmt.Errorf("%s.urls[%d]: must be an http:// or https:// URL, got %q", key, i, raw)
-		case u.Host == "":
-			return fmt.Errorf("%s.urls[%d]: has no host: %q", key, i, raw)
-		case u.Path != "" && u.Path != "/", u.RawQuery != "", u.Fragment != "":
-			return fmt.Errorf("%s.urls[%d]: must be a base URL without path or query, got %q", key, i, raw)
+		u, _, err := ParseURLEntry(raw)
+		if err != nil {
+			return fmt.Errorf("%s.urls[%d]: %w", key, i, err)
 		}
 		if j, dup := seen[u.Host]; dup {
 			return fmt.Errorf("%s.urls[%d]: %s already listed at urls[%d]", key, i, u.Host, j)
@@ -140,6 +144,36 @@ func validateURLs(key string, urls []string) error {
 		seen[u.Host] = i
 	}
 	return nil
+}
+
+// ParseURLEntry reads one urls entry: a base URL, optionally followed by
+// whitespace and the worker's SGLang bootstrap port ("http://h:30000 8998",
+// the form SGLang's router takes). bootstrapPort is 0 when the entry names
+// none.
+func ParseURLEntry(entry string) (base *url.URL, bootstrapPort int, err error) {
+	fields := strings.Fields(entry)
+	switch {
+	case len(fields) == 0:
+		return nil, 0, fmt.Errorf("empty entry")
+	case len(fields) > 2:
+		return nil, 0, fmt.Errorf("want \"URL\" or \"URL BOOTSTRAP_PORT\", got %q", entry)
+	case len(fields) == 2:
+		if bootstrapPort, err = parsePort(fields[1]); err != nil {
+			return nil, 0, fmt.Errorf("bootstrap port: %w", err)
+		}
+	}
+	u, err := url.Parse(fields[0])
+	switch {
+	case err != nil:
+		return nil, 0, err
+	case u.Scheme != "http" && u.Scheme != "https":
+		return nil, 0, fmt.Errorf("must be an http:// or https:// URL, got %q", fields[0])
+	case u.Host == "":
+		return nil, 0, fmt.Errorf("has no host: %q", fields[0])
+	case u.Path != "" && u.Path != "/", u.RawQuery != "", u.Fragment != "":
+		return nil, 0, fmt.Errorf("must be a base URL without path or query, got %q", fields[0])
+	}
+	return u, bootstrapPort, nil
 }
 
 func (p PoolConfig) validatePorts(key string) error {

@@ -4,26 +4,32 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/duet-serve/duet/router"
 	"github.com/duet-serve/duet/workers"
+	"github.com/duet-serve/duet/workers/sim"
 )
 
 // members turns a fleet snapshot into router membership: every worker is a
-// member, healthy only when up.
-func members(ws []workers.Worker) []router.Member {
+// member, healthy only when up. Under protocol sglang a worker's side port
+// is its bootstrap port.
+func members(ws []workers.Worker, protocol string) []router.Member {
 	out := make([]router.Member, len(ws))
 	for i, w := range ws {
 		out[i] = router.Member{ID: w.Name, URL: w.URL, Role: w.Role, Healthy: w.Healthy()}
+		if protocol == workers.SimProtocolSGLang {
+			out[i].BootstrapPort = w.SidePort
+		}
 	}
 	return out
 }
 
 // syncPool keeps the membership's fleet part equal to the fleet until ctx
 // is done; done is closed when the goroutine has returned.
-func syncPool(ctx context.Context, fleet *workers.Fleet, m *membership) (done <-chan struct{}) {
+func syncPool(ctx context.Context, fleet *workers.Fleet, m *membership, protocol string) (done <-chan struct{}) {
 	changes, unsubscribe := fleet.Subscribe()
-	m.setFleet(members(fleet.Snapshot()))
+	m.setFleet(members(fleet.Snapshot(), protocol))
 	d := make(chan struct{})
 	go func() {
 		defer close(d)
@@ -36,7 +42,7 @@ func syncPool(ctx context.Context, fleet *workers.Fleet, m *membership) (done <-
 				if !ok { // the fleet stopped
 					return
 				}
-				m.setFleet(members(fleet.Snapshot()))
+				m.setFleet(members(fleet.Snapshot(), protocol))
 			}
 		}
 	}()
@@ -66,8 +72,9 @@ func servedModels(cfg Config) []string {
 // speak.
 func checkSimProtocol(cfg Config) error {
 	usesSim := cfg.Fleet.Context.Engine == workers.EngineSim || cfg.Fleet.Generation.Engine == workers.EngineSim
-	if usesSim && cfg.Orchestrator.Protocol != "trtllm" && cfg.Orchestrator.Protocol != "vllm" {
-		return fmt.Errorf("config: orchestrator.protocol: %q cannot drive sim workers (valid with engine sim: trtllm, vllm)", cfg.Orchestrator.Protocol)
+	if usesSim && !slices.Contains(sim.Protocols, cfg.Orchestrator.Protocol) {
+		return fmt.Errorf("config: orchestrator.protocol: %q cannot drive sim workers (valid with engine sim: %s)",
+			cfg.Orchestrator.Protocol, strings.Join(sim.Protocols, ", "))
 	}
 	return nil
 }

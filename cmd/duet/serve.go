@@ -55,7 +55,7 @@ func runServe(ctx context.Context, cfg Config, log *zap.Logger) error {
 	members := newMembership(pool, "/health", cfg.Fleet.HealthTimeout)
 	syncCtx, cancelSync := context.WithCancel(ctx)
 	defer cancelSync()
-	syncDone := syncPool(syncCtx, fleet, members)
+	syncDone := syncPool(syncCtx, fleet, members, cfg.Orchestrator.Protocol)
 	healthDone := members.runHealth(syncCtx, cfg.Fleet.HealthInterval)
 	defer func() { cancelSync(); <-syncDone; <-healthDone }()
 	reg := prometheus.NewRegistry()

@@ -4,6 +4,7 @@ import (
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 
@@ -36,7 +37,7 @@ const adminPrefix = "/admin/workers"
 // admin serves:
 //
 //	GET    /admin/workers             the workers (as /cluster_info)
-//	POST   /admin/workers             {"id","url","role"}: add a pre-launched worker
+//	POST   /admin/workers             {"id","url","role"[,"bootstrap_port"]}: add a pre-launched worker
 //	DELETE /admin/workers/{id}        remove a worker from routing
 //	POST   /admin/workers/{id}/drain  stop new work to it (/undrain resumes)
 //
@@ -86,6 +87,9 @@ type addRequest struct {
 	ID   string `json:"id"`
 	URL  string `json:"url"`
 	Role string `json:"role"`
+	// BootstrapPort is an SGLang prefill worker's bootstrap port (0 or
+	// absent: the engine's default, 8998).
+	BootstrapPort int `json:"bootstrap_port"`
 }
 
 func (s *Server) addWorker(body []byte) error {
@@ -101,8 +105,11 @@ func (s *Server) addWorker(body []byte) error {
 		return &orchestrator.Error{Status: http.StatusBadRequest, Param: "url", Message: "url must start with http:// or https://"}
 	case err != nil:
 		return &orchestrator.Error{Status: http.StatusBadRequest, Param: "role", Message: "role: " + err.Error()}
+	case a.BootstrapPort < 0 || a.BootstrapPort > 65535:
+		return &orchestrator.Error{Status: http.StatusBadRequest, Param: "bootstrap_port",
+			Message: fmt.Sprintf("bootstrap_port must be in 1..65535 (or 0 for the default), got %d", a.BootstrapPort)}
 	}
-	return s.opts.Admin.AddWorker(router.Member{ID: a.ID, URL: strings.TrimRight(a.URL, "/"), Role: role})
+	return s.opts.Admin.AddWorker(router.Member{ID: a.ID, URL: strings.TrimRight(a.URL, "/"), Role: role, BootstrapPort: a.BootstrapPort})
 }
 
 func adminError(err error) *orchestrator.Error {

@@ -176,14 +176,15 @@ func (s *Server) health(ctx *fasthttp.RequestCtx) {
 
 // workerInfo is one worker in /cluster_info.
 type workerInfo struct {
-	ID         string `json:"id"`
-	URL        string `json:"url"`
-	Role       string `json:"role"`
-	Healthy    bool   `json:"healthy"`
-	Draining   bool   `json:"draining"`
-	LoadTokens int64  `json:"load_tokens"`
-	InFlight   int64  `json:"inflight"`
-	Sessions   int    `json:"sessions"`
+	ID            string `json:"id"`
+	URL           string `json:"url"`
+	Role          string `json:"role"`
+	BootstrapPort int    `json:"bootstrap_port,omitempty"`
+	Healthy       bool   `json:"healthy"`
+	Draining      bool   `json:"draining"`
+	LoadTokens    int64  `json:"load_tokens"`
+	InFlight      int64  `json:"inflight"`
+	Sessions      int    `json:"sessions"`
 }
 
 func (s *Server) clusterInfo(ctx *fasthttp.RequestCtx) {
@@ -191,7 +192,7 @@ func (s *Server) clusterInfo(ctx *fasthttp.RequestCtx) {
 	sessions := rt.SessionsPerWorker()
 	var workers []workerInfo
 	for _, ep := range s.opts.Pool.All() {
-		workers = append(workers, workerInfo{ID: ep.ID, URL: ep.URL, Role: string(ep.Role), Healthy: ep.Healthy(),
+		workers = append(workers, workerInfo{ID: ep.ID, URL: ep.URL, Role: string(ep.Role), BootstrapPort: ep.BootstrapPort, Healthy: ep.Healthy(),
 			Draining: ep.Draining(), LoadTokens: ep.Load(), InFlight: ep.InFlight(), Sessions: sessions[ep.ID]})
 	}
 	info := map[string]any{"workers": workers, "protocol": s.opts.Orchestrator.Config().Protocol,

@@ -106,7 +106,7 @@ func TestPromptOverContextWindow(t *testing.T) {
 	require.Equal(t, http.StatusBadRequest, r.status)
 	e := r.errorBody(t)
 	require.Equal(t, "prompt", *e.Error.Param)
-	require.Equal(t, "context_length_exceeded", *e.Error.Code)
+	require.JSONEq(t, `"context_length_exceeded"`, string(e.Error.Code))
 	// Without max_tokens the limit shrinks to what the window leaves.
 	resp := decodeCompletion(t, post(t, w.url+"/v1/completions", completionReq(ids[:45], nil)))
 	require.Equal(t, 5, resp.Usage.CompletionTokens)

@@ -21,7 +21,7 @@ func TestFaultError(t *testing.T) {
 	require.Equal(t, http.StatusInternalServerError, r.status)
 	e := r.errorBody(t)
 	require.Equal(t, openai.ErrTypeServer, e.Error.Type)
-	require.Equal(t, "injected_fault", *e.Error.Code)
+	require.JSONEq(t, `"injected_fault"`, string(e.Error.Code))
 	require.Equal(t, uint64(1), w.s.metrics.faults[faultError].Load())
 }
 

@@ -23,6 +23,10 @@ const (
 	keyMaxTokens           = "max_tokens"
 	keyMaxCompletionTokens = "max_completion_tokens"
 	keyMinTokens           = "min_tokens"
+	// keyMinCompletionTokens must go too: vLLM validates min against
+	// max_tokens 1 and answers 400 (vLLM's toy_proxy_server.py pops both
+	// since April 2026).
+	keyMinCompletionTokens = "min_completion_tokens"
 )
 
 // prefillParams is the kv_transfer_params of a prefill request, encoded
@@ -56,8 +60,8 @@ func (*Adapter) Concurrent() bool { return false }
 
 // ContextRequest returns the prefill request: the client's body with the
 // prefill kv_transfer_params, stream false, max_tokens 1,
-// max_completion_tokens 1 if the body has it, and no stream_options or
-// min_tokens; header X-Request-Id.
+// max_completion_tokens 1 if the body has it, and no stream_options,
+// min_tokens or min_completion_tokens; header X-Request-Id.
 func (*Adapter) ContextRequest(in protocol.Input) (protocol.Request, error) {
 	body, err := wire.ClientBody(Name, in)
 	if err != nil {
@@ -69,7 +73,7 @@ func (*Adapter) ContextRequest(in protocol.Input) (protocol.Request, error) {
 	if body.Has(keyMaxCompletionTokens) {
 		body.Set(keyMaxCompletionTokens, one)
 	}
-	body.Delete(keyStreamOptions, keyMinTokens)
+	body.Delete(keyStreamOptions, keyMinTokens, keyMinCompletionTokens)
 	return request(in, body), nil
 }
 

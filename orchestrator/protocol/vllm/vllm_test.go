@@ -41,7 +41,7 @@ func TestGolden(t *testing.T) {
 		{Name: "chat", Input: chat(), Request: "chat.json", Response: "chat_prefill.json"},
 		{Name: "chat_stream", Input: chat(), Request: "chat_stream.json", Response: "chat_prefill.json"},
 		{Name: "chat_max_completion_tokens", Input: chat(), Request: "chat_max_completion_tokens.json", Response: "chat_prefill.json"},
-		{Name: "chat_unknown_fields_kept_min_tokens_dropped_on_prefill", Input: chat(), Request: "chat_extra_fields.json", Response: "chat_prefill.json"},
+		{Name: "chat_unknown_fields_kept_min_tokens_and_min_completion_tokens_dropped_on_prefill", Input: chat(), Request: "chat_extra_fields.json", Response: "chat_prefill.json"},
 		{Name: "chat_client_internal_fields_dropped", Input: chat(), Request: "chat_internal_fields.json", Response: "chat_prefill_no_params.json"},
 		{Name: "chat_prefill_without_params", Input: chat(), Request: "chat_stream.json", Response: "chat_prefill_no_params.json"},
 		{Name: "chat_prefill_with_null_params", Input: chat(), Request: "chat.json", Response: "chat_prefill_null_params.json"},

@@ -14,7 +14,7 @@ import (
 func newSimCmd(a *app) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "sim",
-		Short: "run one simulated GPU engine worker (TensorRT-LLM or vLLM wire protocol)",
+		Short: "run one simulated GPU engine worker (TensorRT-LLM, vLLM or SGLang wire protocol)",
 		Long: `Runs a simulated engine worker: an OpenAI-compatible server with a paged KV-cache
 model, prefill and decode timing, and the engines' disaggregation protocols.
 Every sim.* config key is also a flag; --time-scale shrinks all modelled times.`,

@@ -3,7 +3,11 @@ package frontend
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"io"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -31,6 +35,13 @@ func (f *fakeAdmin) SetDraining(id string, d bool) error {
 // testServer serves a frontend over an in-memory listener; its pool holds
 // the given members (their URLs are never called by these tests).
 func testServer(t *testing.T, members []router.Member, mutate func(*Config)) (*fasthttp.Client, *router.Pool, *fakeAdmin) {
+	c, pool, admin, _ := testServerListener(t, members, mutate)
+	return c, pool, admin
+}
+
+// testServerListener is testServer that also returns the listener, for raw
+// connections.
+func testServerListener(t *testing.T, members []router.Member, mutate func(*Config)) (*fasthttp.Client, *router.Pool, *fakeAdmin, *fasthttputil.InmemoryListener) {
 	pool := router.NewPool()
 	pool.Sync(members)
 	rt, err := router.New(pool, router.Defaults(), nil)
@@ -55,7 +66,7 @@ func testServer(t *testing.T, members []router.Member, mutate func(*Config)) (*f
 	go func() { defer close(done); _ = srv.Serve(ctx, ln) }()
 	t.Cleanup(func() { cancel(); <-done })
 	client := &fasthttp.Client{Dial: func(string) (net.Conn, error) { return ln.Dial() }}
-	return client, pool, admin
+	return client, pool, admin, ln
 }
 
 func do(t *testing.T, c *fasthttp.Client, method, path, body string, headers ...string) (int, *fasthttp.ResponseHeader, string) {
@@ -167,4 +178,81 @@ func TestConfigValidate(t *testing.T) {
 	cfg = Defaults()
 	cfg.MaxBodyBytes = 10
 	require.EqualError(t, cfg.Validate(), "max_body_bytes: must be >= 1024, got 10")
+}
+
+// Regression (issue 10): the OpenAI SDKs' models.retrieve is GET
+// /v1/models/{id}; a 404 carries X-Request-ID like every response.
+func TestModelRetrieve(t *testing.T) {
+	c, _, _ := testServer(t, bothRoles, nil)
+	code, hdr, body := do(t, c, "GET", "/v1/models/m", "")
+	require.Equal(t, 200, code, body)
+	require.JSONEq(t, `"m"`, mustField(t, body, "id"))
+	require.JSONEq(t, `"model"`, mustField(t, body, "object"))
+	require.NotEmpty(t, hdr.Peek("X-Request-ID"))
+	for _, path := range []string{"/v1/models/other", "/v1/models/"} {
+		code, hdr, body = do(t, c, "GET", path, "", "X-Request-ID", "rid-404")
+		require.Equal(t, 404, code, path)
+		require.Equal(t, "rid-404", string(hdr.Peek("X-Request-ID")), path)
+		require.Contains(t, body, `"code":"model_not_found"`, path)
+	}
+	code, _, _ = do(t, c, "POST", "/v1/models/m", "")
+	require.Equal(t, 405, code)
+	code, hdr, _ = do(t, c, "GET", "/no/such/route", "")
+	require.Equal(t, 404, code)
+	require.NotEmpty(t, hdr.Peek("X-Request-ID"), "every response carries X-Request-ID")
+}
+
+func mustField(t *testing.T, body, key string) string {
+	t.Helper()
+	var m map[string]json.RawMessage
+	require.NoError(t, json.Unmarshal([]byte(body), &m), body)
+	return string(m[key])
+}
+
+// trtllmWorker answers context-only requests with a handle and streams
+// three tokens otherwise.
+func trtllmWorker(t *testing.T) string {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if strings.Contains(string(body), `"context_only"`) {
+			fmt.Fprint(w, `{"id":"c","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"a"},"finish_reason":"not_finished","disaggregated_params":{"request_type":"context_only","first_gen_tokens":[1],"ctx_request_id":7,"encoded_opaque_state":"eA=="}}],"usage":{"prompt_tokens":5,"completion_tokens":1,"total_tokens":6}}`)
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		for _, tok := range []string{"a", "b", "c"} {
+			fmt.Fprintf(w, "data: {\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{\"content\":%q},\"finish_reason\":null}]}\n\n", tok)
+		}
+		fmt.Fprint(w, "data: {\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n")
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// Regression (issue 10): an HTTP/1.0 client asking for a stream got
+// Transfer-Encoding: chunked, which HTTP/1.0 forbids; the body must be
+// delimited by closing the connection.
+func TestHTTP10StreamIsCloseDelimited(t *testing.T) {
+	url := trtllmWorker(t)
+	_, _, _, ln := testServerListener(t, []router.Member{
+		{ID: "ctx-0", URL: url, Role: disagg.RoleContext, Healthy: true},
+		{ID: "gen-0", URL: url, Role: disagg.RoleGeneration, Healthy: true},
+	}, nil)
+	conn, err := ln.Dial()
+	require.NoError(t, err)
+	defer conn.Close()
+	body := `{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`
+	_, err = fmt.Fprintf(conn, "POST /v1/chat/completions HTTP/1.0\r\nHost: duet\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+	require.NoError(t, err)
+	require.NoError(t, conn.SetReadDeadline(time.Now().Add(5*time.Second)))
+	raw, err := io.ReadAll(conn) // ends only when duet closes the connection
+	require.NoError(t, err)
+	head, payload, ok := strings.Cut(string(raw), "\r\n\r\n")
+	require.True(t, ok, "%q", raw)
+	require.Contains(t, head, " 200 OK")
+	require.NotContains(t, strings.ToLower(head), "transfer-encoding")
+	require.NotContains(t, strings.ToLower(head), "content-length")
+	require.Contains(t, strings.ToLower(head), "connection: close")
+	require.Contains(t, head, "text/event-stream")
+	require.Contains(t, payload, `"content":"a"`)
+	require.True(t, strings.HasSuffix(payload, "data: [DONE]\n\n"), "%q", payload)
 }

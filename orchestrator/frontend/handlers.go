@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -30,6 +32,7 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 		}
 	}()
 	path, method := string(ctx.Path()), string(ctx.Method())
+	ctx.Response.Header.Set(headerRequestID, requestID(ctx))
 	switch {
 	case path == "/v1/chat/completions":
 		s.completion(ctx, method, protocol.EndpointChat)
@@ -37,6 +40,8 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 		s.completion(ctx, method, protocol.EndpointCompletions)
 	case path == adminPrefix || strings.HasPrefix(path, adminPrefix+"/"):
 		s.admin(ctx, path, method)
+	case strings.HasPrefix(path, modelsPrefix):
+		s.model(ctx, method, strings.TrimPrefix(path, modelsPrefix))
 	case !getRoutes[path] || (path == "/metrics" && s.metrics == nil):
 		writeError(ctx, &orchestrator.Error{Status: http.StatusNotFound, Message: "no route " + path})
 	case method != fasthttp.MethodGet && method != fasthttp.MethodHead:
@@ -59,8 +64,7 @@ var getRoutes = map[string]bool{"/v1/models": true, "/health": true, "/version":
 
 // completion serves the two OpenAI generation routes.
 func (s *Server) completion(ctx *fasthttp.RequestCtx, method string, ep protocol.Endpoint) {
-	id := requestID(ctx)
-	ctx.Response.Header.Set(headerRequestID, id)
+	id := string(ctx.Response.Header.Peek(headerRequestID))
 	if method != fasthttp.MethodPost {
 		writeError(ctx, &orchestrator.Error{Status: http.StatusMethodNotAllowed, Message: "use POST"})
 		return
@@ -95,8 +99,31 @@ func (s *Server) completion(ctx *fasthttp.RequestCtx, method string, ep protocol
 			resp.Close() // a panic between Handle and the stream writer
 		}
 	}()
-	ctx.SetBodyStreamWriter(func(w *bufio.Writer) { resp.Relay(w) })
+	if !ctx.Request.Header.IsHTTP11() {
+		relayClosing(ctx, resp)
+	} else {
+		ctx.SetBodyStreamWriter(func(w *bufio.Writer) { resp.Relay(w) })
+	}
 	relayed = true
+}
+
+// relayClosing streams resp to an HTTP/1.0 client, which must not get
+// Transfer-Encoding: chunked (fasthttp chunks every stream-writer body): the
+// body is delimited by closing the connection. The connection is hijacked
+// after the handler returns; duet writes the headers and relays the events
+// on it, and fasthttp closes it afterwards.
+func relayClosing(ctx *fasthttp.RequestCtx, resp *orchestrator.Response) {
+	ctx.Response.Header.SetContentLength(-2) // identity body, Connection: close
+	header := append([]byte(nil), ctx.Response.Header.Header()...)
+	ctx.HijackSetNoResponse(true)
+	ctx.Hijack(func(c net.Conn) {
+		w := bufio.NewWriter(c)
+		if _, err := w.Write(header); err != nil {
+			resp.Close()
+			return
+		}
+		resp.Relay(w)
+	})
 }
 
 // maxDrainBytes bounds how much of an over-limit body is read and discarded
@@ -156,6 +183,26 @@ func requestID(ctx *fasthttp.RequestCtx) string {
 
 func (s *Server) models(ctx *fasthttp.RequestCtx) {
 	writeJSON(ctx, http.StatusOK, openai.NewModelList("duet", s.started.Unix(), s.opts.Orchestrator.Config().Models...))
+}
+
+// modelsPrefix starts GET /v1/models/{id}, the OpenAI SDKs' models.retrieve.
+const modelsPrefix = "/v1/models/"
+
+// model serves GET /v1/models/{id}: the model object when duet serves that
+// model (any id when no model list is configured), else a 404. Model ids
+// may contain '/' (Hugging Face names), so the whole rest of the path is
+// the id.
+func (s *Server) model(ctx *fasthttp.RequestCtx, method, id string) {
+	served := s.opts.Orchestrator.Config().Models
+	switch {
+	case method != fasthttp.MethodGet && method != fasthttp.MethodHead:
+		writeError(ctx, &orchestrator.Error{Status: http.StatusMethodNotAllowed, Message: "method " + method + " not allowed on " + modelsPrefix + "{id}"})
+	case id == "" || (len(served) > 0 && !slices.Contains(served, id)):
+		writeError(ctx, &orchestrator.Error{Status: http.StatusNotFound, Type: openai.ErrTypeNotFound, Param: "model", Code: "model_not_found",
+			Message: fmt.Sprintf("model %q does not exist (served: %s)", id, strings.Join(served, ", "))})
+	default:
+		writeJSON(ctx, http.StatusOK, openai.NewModelList("duet", s.started.Unix(), id).Data[0])
+	}
 }
 
 // health is 200 when at least one ctx and one gen worker can take work.

@@ -20,7 +20,7 @@ func (s *Server) answerUnary(ctx *fasthttp.RequestCtx, r *run) {
 	s.logDone(r, len(res.tokens), res.finish, err)
 	if err != nil {
 		s.metrics.request(r.j.phase, outcomeAborted)
-		writeError(ctx, &httpError{status: http.StatusServiceUnavailable, msg: err.Error()})
+		s.fail(ctx, &httpError{status: http.StatusServiceUnavailable, msg: err.Error()})
 		return
 	}
 	s.metrics.request(r.j.phase, outcomeOK)
@@ -32,6 +32,10 @@ func (s *Server) answerUnary(ctx *fasthttp.RequestCtx, r *run) {
 // prompt's blocks and returns the handle.
 func (s *Server) answerContext(ctx *fasthttp.RequestCtx, r *run) {
 	j := r.j
+	if s.cfg.Protocol == ProtocolSGLang {
+		s.answerPrefillSGLang(ctx, r)
+		return
+	}
 	if !s.clock.sleepUntil(s.abortCtx, r.firstAt) {
 		r.lease.finish(nil)
 		s.metrics.request(j.phase, outcomeAborted)
@@ -141,7 +145,7 @@ func (s *Server) writeJSON(ctx *fasthttp.RequestCtx, v any) {
 	body, err := json.Marshal(v)
 	if err != nil { // only on a bug: every field is a plain type
 		s.log.Error("encode response", zap.Error(err))
-		writeError(ctx, &httpError{status: http.StatusInternalServerError, msg: "cannot encode response"})
+		s.fail(ctx, &httpError{status: http.StatusInternalServerError, msg: "cannot encode response"})
 		return
 	}
 	ctx.SetContentType("application/json")

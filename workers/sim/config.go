@@ -12,12 +12,13 @@ import (
 )
 
 // Protocols lists the disaggregation protocols the simulated worker speaks.
-var Protocols = []string{ProtocolTRTLLM, ProtocolVLLM}
+var Protocols = []string{ProtocolTRTLLM, ProtocolVLLM, ProtocolSGLang}
 
 // Protocol names (the protocol key).
 const (
 	ProtocolTRTLLM = "trtllm"
 	ProtocolVLLM   = "vllm"
+	ProtocolSGLang = "sglang"
 )
 
 // Config configures one simulated worker. The defaults model
@@ -26,12 +27,20 @@ const (
 type Config struct {
 	// Role is context, generation or mixed (default mixed).
 	Role string `mapstructure:"role" help:"worker role: context, generation or mixed (default mixed)"`
-	// Protocol is the disaggregation protocol, trtllm or vllm (default trtllm).
-	Protocol string `mapstructure:"protocol" help:"disaggregation protocol: trtllm or vllm (default trtllm)"`
+	// Protocol is the disaggregation protocol, trtllm, vllm or sglang
+	// (default trtllm).
+	Protocol string `mapstructure:"protocol" help:"disaggregation protocol: trtllm, vllm or sglang (default trtllm)"`
 	// Host is the address to listen on (default 127.0.0.1).
 	Host string `mapstructure:"host" help:"listen address (default 127.0.0.1)"`
 	// Port is the TCP port to listen on; 0 picks a free one (default 8100).
 	Port int `mapstructure:"port" help:"listen port, 0 for any free port (default 8100)"`
+	// BootstrapPort is SGLang's bootstrap port: a context worker with
+	// protocol sglang serves its bootstrap server there (0 picks a free one,
+	// reported in the startup log); a generation worker uses it for requests
+	// whose bootstrap_port is null, as SGLang's decode falls back to its own
+	// --disaggregation-bootstrap-port. Ignored by other protocols
+	// (default 8998).
+	BootstrapPort int `mapstructure:"bootstrap_port" help:"SGLang bootstrap port: served by a context worker (0 for any free port), the fallback for a null bootstrap_port on a generation worker (default 8998)"`
 	// AdvertiseURL is the base URL other workers use to reach this one
 	// (default empty: derived from the listener address).
 	AdvertiseURL string `mapstructure:"advertise_url" help:"base URL peers use to reach this worker (default: from the listen address)"`
@@ -128,6 +137,7 @@ func Defaults() Config {
 		Protocol:               ProtocolTRTLLM,
 		Host:                   "127.0.0.1",
 		Port:                   8100,
+		BootstrapPort:          disagg.DefaultBootstrapPort,
 		Model:                  "meta-llama/Llama-3.1-8B-Instruct",
 		MaxModelLen:            131072,
 		BlockSize:              32,
@@ -186,6 +196,7 @@ func (c Config) validateInts() error {
 		val, min int
 	}{
 		{"port", c.Port, 0},
+		{"bootstrap_port", c.BootstrapPort, 0},
 		{"max_model_len", c.MaxModelLen, 1},
 		{"block_size", c.BlockSize, 1},
 		{"kv_capacity_blocks", c.KVCapacityBlocks, 1},
@@ -205,6 +216,12 @@ func (c Config) validateInts() error {
 	}
 	if c.Port > 65535 {
 		return fmt.Errorf("port: must be <= 65535, got %d", c.Port)
+	}
+	if c.BootstrapPort > 65535 {
+		return fmt.Errorf("bootstrap_port: must be <= 65535, got %d", c.BootstrapPort)
+	}
+	if c.servesBootstrap() && c.BootstrapPort != 0 && c.BootstrapPort == c.Port {
+		return fmt.Errorf("bootstrap_port: must differ from port (%d)", c.Port)
 	}
 	if c.BlockSize > 4096 {
 		return fmt.Errorf("block_size: must be <= 4096, got %d", c.BlockSize)
@@ -290,4 +307,12 @@ func checkBaseURL(raw string) error {
 		return fmt.Errorf("must be a base URL like http://host:port, got %q", raw)
 	}
 	return nil
+}
+
+// servesBootstrap reports whether the worker runs an SGLang bootstrap
+// server: protocol sglang in the context role (SGLang's prefill mode). A
+// mixed worker is an SGLang server without a disaggregation mode and has
+// none.
+func (c Config) servesBootstrap() bool {
+	return c.Protocol == ProtocolSGLang && c.Role == string(disagg.RoleContext)
 }

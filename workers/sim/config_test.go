@@ -20,9 +20,13 @@ func TestConfigValidate(t *testing.T) {
 		want   string
 	}{
 		{"role", func(c *Config) { c.Role = "prefill" }, `role: unknown role "prefill" (valid: context, generation, mixed)`},
-		{"protocol", func(c *Config) { c.Protocol = "sglang" }, `protocol: unknown protocol "sglang" (valid: trtllm, vllm)`},
+		{"protocol", func(c *Config) { c.Protocol = "tgi" }, `protocol: unknown protocol "tgi" (valid: trtllm, vllm, sglang)`},
 		{"host", func(c *Config) { c.Host = "" }, "host: must not be empty"},
 		{"port", func(c *Config) { c.Port = 70000 }, "port: must be <= 65535, got 70000"},
+		{"bootstrap_port negative", func(c *Config) { c.BootstrapPort = -1 }, "bootstrap_port: must be >= 0, got -1"},
+		{"bootstrap_port too large", func(c *Config) { c.BootstrapPort = 65536 }, "bootstrap_port: must be <= 65535, got 65536"},
+		{"bootstrap_port equals port", func(c *Config) { c.Protocol, c.Role, c.BootstrapPort = ProtocolSGLang, "context", c.Port },
+			"bootstrap_port: must differ from port (8100)"},
 		{"advertise_url", func(c *Config) { c.AdvertiseURL = "ftp://x" }, `advertise_url: scheme must be http or https, got "ftp://x"`},
 		{"model", func(c *Config) { c.Model = " " }, "model: must not be empty"},
 		{"block_size", func(c *Config) { c.BlockSize = 0 }, "block_size: must be > 0, got 0"},
@@ -67,7 +71,7 @@ func TestConfigTags(t *testing.T) {
 	for _, k := range []string{"role", "protocol", "host", "port", "advertise_url", "model", "block_size", "kv_capacity_blocks",
 		"prefill_tokens_per_sec", "prefill_overhead", "itl_base", "itl_per_seq", "kv_transfer_tokens_per_sec",
 		"kv_transfer_overhead", "kv_transfer_timeout", "max_num_seqs", "max_waiting", "time_scale", "seed",
-		"eos_probability", "default_max_tokens", "max_body_bytes"} {
+		"eos_probability", "default_max_tokens", "max_body_bytes", "bootstrap_port"} {
 		require.True(t, seen[k], "required key %s", k)
 	}
 }

@@ -14,7 +14,7 @@ import (
 
 // remoteKV says where a generation request's KV waits to be pulled.
 type remoteKV struct {
-	url      string // base URL of the context worker
+	url      string // base URL of the context worker (SGLang: of its bootstrap server)
 	key      string // pin key on the context worker
 	firstGen []int  // TensorRT-LLM: tokens the context worker sampled
 }
@@ -30,14 +30,18 @@ type opaqueState struct {
 }
 
 // classify reads the engine fields of the request's protocol into j.phase
-// and checks that this worker's role serves that phase. Fields of the other
-// protocol are ignored, as the real engine would.
+// and checks that this worker's role serves that phase (SGLang: derives the
+// phase from the role). Fields of the other protocols are ignored, as the
+// real engine would.
 func (s *Server) classify(j *job, ef engineFields) *httpError {
 	var herr *httpError
-	if s.cfg.Protocol == ProtocolTRTLLM {
+	switch s.cfg.Protocol {
+	case ProtocolTRTLLM:
 		herr = s.classifyTRTLLM(j, ef.DisaggregatedParams)
-	} else {
+	case ProtocolVLLM:
 		herr = s.classifyVLLM(j, ef.KVTransferParams)
+	default:
+		return s.classifySGLang(j, ef) // the phase follows the role; a prefill may stream
 	}
 	if herr != nil {
 		return herr

@@ -1,6 +1,6 @@
 // Package sim is duet's simulated GPU engine worker: a fasthttp server that
-// speaks the wire protocols of a TensorRT-LLM or vLLM worker and models what
-// matters for routing and time to first token, without a GPU.
+// speaks the wire protocols of a TensorRT-LLM, vLLM or SGLang worker and
+// models what matters for routing and time to first token, without a GPU.
 //
 // # Endpoints
 //
@@ -9,11 +9,27 @@
 //	POST /internal/kv/pull                       worker to worker: take over a pinned KV handle
 //	GET|POST|DELETE /admin/faults                show, patch, reset fault injection
 //
+// An SGLang context worker also serves its bootstrap server on
+// bootstrap_port (net/http, bootstrap.go): GET /health, SGLang's
+// GET /route rank queries, and POST /rooms/{room}/pull, through which a
+// decode waits for and takes over the KV of a bootstrap_room.
+//
 // Requests carry TensorRT-LLM's disaggregated_params (protocol trtllm) or
 // vLLM's kv_transfer_params (protocol vllm); without them a request is served
 // aggregated (prefill and decode here), which conditional disaggregation and
 // mixed workers use. A context worker rejects generation requests and a
 // generation worker context requests (400); a mixed worker takes all.
+//
+// Protocol sglang works the other way round, as SGLang does: both legs get
+// the same body (the client's plus bootstrap_host, bootstrap_port and
+// bootstrap_room) and the worker's role, not the body, says what to do. A
+// context worker prefills, a generation worker decodes, a mixed worker
+// serves everything aggregated and ignores the bootstrap fields. A prefill
+// or decode without bootstrap_room is a 400, and SGLang's error shape is
+// used: a flat {"object":"error","message","type","param","code":<int>}, or
+// for errors SGLang reports after a stream began (transfer failures, a
+// missing room) a 200 SSE stream with one {"error": {...}} event and
+// [DONE].
 //
 // # Models
 //
@@ -52,6 +68,21 @@
 // generation worker trusts the URL in the request, as engines trust their
 // router: it must not be reachable by untrusted clients directly.
 //
+// SGLang (sglang.go, bootstrap.go, meet.go, answer_sglang.go): the legs run
+// concurrently and meet by room. The prefill pins the prompt under the room
+// and holds its response until a decode has taken the pin, then answers a
+// normal completion (streamed if asked) with the first token and
+// finish_reason "length"; a room nobody takes within kv_transfer_timeout is
+// SGLang's KVPoll.Bootstrapping timeout, a 500. The decode is admitted at
+// once (holding its KV reservation, as SGLang preallocates), then asks
+// bootstrap_host:bootstrap_port for the room (a null port means its own
+// bootstrap_port), long-polling until the prefill has pinned it, so it may
+// arrive first; it then pays the modelled transfer of the blocks it lacks
+// and decodes. A room that never appears, or a bootstrap server that cannot
+// be reached (retried), fails after kv_transfer_timeout with SGLang's
+// KVPoll.WaitingForInput timeout, a 500; a server that answers anything else
+// (a wrong port that hits another HTTP server) fails at once.
+//
 // # Faults
 //
 // fault_error_rate answers 500; fault_hang_rate holds the connection with no
@@ -77,20 +108,28 @@
 // A Server is safe for concurrent use. State and its guards:
 //
 //   - scheduler.mu guards the KV cache (not goroutine-safe itself), the
-//     waiting queue and the pins; the running count is an atomic written
-//     under it and read lock-free by decode loops.
+//     waiting queue, the pins and the pin-added signal that room waiters
+//     block on; the running count is an atomic written under it and read
+//     lock-free by decode loops. A pin's watch (SGLang) is closed under it
+//     when the pin is taken or dropped.
 //   - prefillQueue.mu guards the prefill server's busy-until time.
 //   - faults.mu guards the fault settings and their random source.
 //   - counters are atomics.
 //
 // Goroutines and their owners:
 //
-//   - Serve starts fasthttp's Serve and the pin expiry loop; it stops both
-//     and joins them before returning.
+//   - Serve starts fasthttp's Serve and the pin expiry loop, and on an
+//     SGLang context worker the bootstrap server's net/http Serve; it stops
+//     all of them and joins them before returning. The bootstrap server is
+//     shut down last, after the abort, so that decodes can still take rooms
+//     during the grace period.
 //   - fasthttp runs each handler, each stream writer (the goroutine of
 //     SetBodyStreamWriter) and each hijacked connection of a hang fault.
-//     Handlers that wait (admission, prefill) and stream writers watch the
-//     server's abort context; hangs watch the stopping channel. Serve's
+//     Handlers that wait (admission, prefill, an SGLang prefill waiting for
+//     its room to be taken, a decode waiting for its room) and stream
+//     writers watch the server's abort context; hangs watch the stopping
+//     channel. Bootstrap handlers (net/http goroutines) wait for a room at
+//     most maxRoomWait and end when their request or the abort context ends. Serve's
 //     shutdown lets in-flight requests finish for shutdown_timeout, then
 //     aborts them and waits (bounded) until every stream writer and hang has
 //     returned.

@@ -20,6 +20,9 @@ type httpError struct {
 	msg    string
 	param  string
 	code   string
+	// inStream marks an error SGLang reports inside a 200 SSE stream when
+	// the request streams (an abort by its scheduler); see Server.fail.
+	inStream bool
 }
 
 func (e *httpError) Error() string { return fmt.Sprintf("%d: %s", e.status, e.msg) }
@@ -59,13 +62,14 @@ func jsonError(err error) *httpError {
 }
 
 // jsonPath drops the Go names of embedded structs from an
-// UnmarshalTypeError field path ("ChatRequest.max_tokens" -> "max_tokens");
-// the request's JSON keys are all lower case.
+// UnmarshalTypeError field path ("ChatRequest.max_tokens" -> "max_tokens",
+// "engineFields.bootstrap_room" -> "bootstrap_room"): the request's JSON
+// keys are all lower case, and every Go type name has an upper-case letter.
 func jsonPath(field string) string {
 	parts := strings.Split(field, ".")
 	out := parts[:0]
 	for _, p := range parts {
-		if p != "" && !unicode.IsUpper(rune(p[0])) {
+		if p != "" && !strings.ContainsFunc(p, unicode.IsUpper) {
 			out = append(out, p)
 		}
 	}

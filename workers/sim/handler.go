@@ -42,7 +42,7 @@ func (s *Server) handleCompletion(ctx *fasthttp.RequestCtx, kind endpointKind) {
 	if herr != nil {
 		s.metrics.request(phaseAggregated, outcomeFor(herr.status))
 		s.log.Debug("bad request", zap.String("request_id", requestID), zap.Int("status", herr.status), zap.String("error", herr.msg))
-		writeError(ctx, herr)
+		s.fail(ctx, herr)
 		return
 	}
 	f := s.faults.draw()
@@ -50,13 +50,13 @@ func (s *Server) handleCompletion(ctx *fasthttp.RequestCtx, kind endpointKind) {
 	case f.fail:
 		s.metrics.faults[faultError].Add(1)
 		s.metrics.request(j.phase, outcomeServerError)
-		writeError(ctx, &httpError{status: http.StatusInternalServerError, code: "injected_fault", msg: "injected fault: internal server error"})
+		s.fail(ctx, &httpError{status: http.StatusInternalServerError, code: "injected_fault", msg: "injected fault: internal server error"})
 		return
 	case f.hang:
 		s.metrics.request(j.phase, outcomeServerError)
 		s.hang(ctx, f.hangMax)
 		return
-	case f.die && !j.stream:
+	case f.die && (!j.stream || j.phase == phaseContext): // an SGLang prefill's stream is one body
 		s.metrics.request(j.phase, outcomeServerError)
 		s.die(ctx)
 		return
@@ -64,7 +64,7 @@ func (s *Server) handleCompletion(ctx *fasthttp.RequestCtx, kind endpointKind) {
 	r, herr := s.start(j, arrival, f)
 	if herr != nil {
 		s.metrics.request(j.phase, outcomeFor(herr.status))
-		writeError(ctx, herr)
+		s.fail(ctx, herr)
 		return
 	}
 	s.setRunHeaders(ctx, r)
@@ -87,9 +87,10 @@ func (s *Server) handleCompletion(ctx *fasthttp.RequestCtx, kind endpointKind) {
 	}
 }
 
-// start admits the job and, for a generation request, pulls its KV. It
-// books the prefill (or transfer) time and returns the run; on error no
-// state is left behind.
+// start admits the job and, for a generation request, pulls its KV (SGLang:
+// meets its bootstrap room, which may wait for the prefill). It books the
+// prefill (or transfer) time and returns the run; on error no state is left
+// behind.
 func (s *Server) start(j *job, arrival time.Time, f faultDraw) (*run, *httpError) {
 	bs := s.cfg.BlockSize
 	spec := admitSpec{hashes: j.hashes, totalBlocks: s.sched.kv.blocksFor(len(j.prompt) + j.limit)}
@@ -127,7 +128,13 @@ func (s *Server) start(j *job, arrival time.Time, f faultDraw) (*run, *httpError
 		s.metrics.addDuration(&s.metrics.prefillNanos, r.modelled)
 		return r, nil
 	}
-	if herr := s.pull(j); herr != nil {
+	if s.cfg.Protocol == ProtocolSGLang {
+		if herr := s.meet(j); herr != nil {
+			l.finish(nil)
+			return nil, herr
+		}
+		now = s.clock.now() // the room may have kept the decode waiting
+	} else if herr := s.pull(j); herr != nil {
 		l.finish(nil)
 		return nil, herr
 	}

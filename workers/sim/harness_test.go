@@ -41,10 +41,11 @@ type testWorker struct {
 	stopped bool
 }
 
-// testConfig is fast and deterministic: time_scale 0.01, no early EOS.
+// testConfig is fast and deterministic: time_scale 0.01, no early EOS, free
+// ports.
 func testConfig(role, protocol string) Config {
 	cfg := Defaults()
-	cfg.Role, cfg.Protocol, cfg.Port = role, protocol, 0
+	cfg.Role, cfg.Protocol, cfg.Port, cfg.BootstrapPort = role, protocol, 0, 0
 	cfg.TimeScale = 0.01
 	cfg.EOSProbability = 0
 	cfg.DefaultMaxTokens = 16

@@ -21,7 +21,18 @@ type pin struct {
 	alloc   *kvAlloc
 	expires time.Time
 	info    pinInfo
+	watch   *pinWatch // nil unless the pinner waits for the pin's end
 }
+
+// pinWatch tells a pinner how its pin ended: done is closed when the pin is
+// taken or dropped (expired, or at shutdown); taken is set, under
+// scheduler.mu, before done is closed, so it may be read after <-done.
+type pinWatch struct {
+	done  chan struct{}
+	taken bool
+}
+
+func newPinWatch() *pinWatch { return &pinWatch{done: make(chan struct{})} }
 
 // pinInfo describes the pinned prompt; a pull checks it against the
 // generation request's prompt.
@@ -37,6 +48,12 @@ type pinInfo struct {
 // returns the pinned block ids, or false when the lease had already ended or
 // key is taken.
 func (l *lease) pin(key string, expires time.Time, info pinInfo, hashes []uint64) ([]int32, bool) {
+	return l.pinWatched(key, expires, info, hashes, nil)
+}
+
+// pinWatched is pin that also reports the pin's end through watch (may be
+// nil). It wakes the waiters of takePinWait.
+func (l *lease) pinWatched(key string, expires time.Time, info pinInfo, hashes []uint64, watch *pinWatch) ([]int32, bool) {
 	s := l.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -49,7 +66,11 @@ func (l *lease) pin(key string, expires time.Time, info pinInfo, hashes []uint64
 	l.ended = true
 	s.kv.commit(l.alloc, hashes)
 	info.BlockIDs = append([]int32(nil), l.alloc.blocks...)
-	s.pins[key] = &pin{alloc: l.alloc, expires: expires, info: info}
+	s.pins[key] = &pin{alloc: l.alloc, expires: expires, info: info, watch: watch}
+	if s.pinAdded != nil {
+		close(s.pinAdded)
+		s.pinAdded = nil
+	}
 	s.running.Add(-1)
 	s.dispatchLocked()
 	return info.BlockIDs, true
@@ -61,6 +82,10 @@ func (l *lease) pin(key string, expires time.Time, info pinInfo, hashes []uint64
 func (s *scheduler) takePin(key string, now time.Time, check func(pinInfo) error) (pinInfo, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.takePinLocked(key, now, check)
+}
+
+func (s *scheduler) takePinLocked(key string, now time.Time, check func(pinInfo) error) (pinInfo, error) {
 	p, ok := s.pins[key]
 	if !ok {
 		return pinInfo{}, errHandleUnknown
@@ -73,6 +98,9 @@ func (s *scheduler) takePin(key string, now time.Time, check func(pinInfo) error
 		if err := check(p.info); err != nil {
 			return pinInfo{}, err
 		}
+	}
+	if p.watch != nil {
+		p.watch.taken = true
 	}
 	s.dropPinLocked(key, p)
 	return p.info, nil
@@ -105,6 +133,9 @@ func (s *scheduler) dropAllPins() int {
 
 func (s *scheduler) dropPinLocked(key string, p *pin) {
 	delete(s.pins, key)
+	if p.watch != nil {
+		close(p.watch.done)
+	}
 	s.kv.release(p.alloc)
 	s.dispatchLocked()
 }

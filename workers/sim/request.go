@@ -52,6 +52,7 @@ type job struct {
 	params   *disagg.DisaggregatedParams // TensorRT-LLM request params, as received
 	remote   *remoteKV                   // generation phase: where the KV is
 	ctxUsage *openai.Usage               // TensorRT-LLM generation: usage the ctx worker saw
+	room     uint64                      // SGLang bootstrap_room (prefill and decode)
 }
 
 // chatBody and completionBody add the engine fields to the OpenAI requests.
@@ -68,6 +69,10 @@ type completionBody struct {
 type engineFields struct {
 	DisaggregatedParams *disagg.DisaggregatedParams `json:"disaggregated_params"`
 	KVTransferParams    *disagg.KVTransferParams    `json:"kv_transfer_params"`
+	// SGLang's bootstrap fields; bootstrap_port may be null.
+	BootstrapHost *string `json:"bootstrap_host"`
+	BootstrapPort *int    `json:"bootstrap_port"`
+	BootstrapRoom *uint64 `json:"bootstrap_room"`
 }
 
 // common is what both request kinds share after decoding.

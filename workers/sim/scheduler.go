@@ -21,11 +21,15 @@ type scheduler struct {
 	maxRunning int
 	maxWaiting int
 
-	// mu guards kv, waiting and pins, and serialises writes to running.
+	// mu guards kv, waiting, pins and pinAdded, and serialises writes to
+	// running.
 	mu      sync.Mutex
 	kv      *kvCache
 	waiting []*waiter
 	pins    map[string]*pin
+	// pinAdded is closed (and set to nil) when a pin is added; takePinWait
+	// creates it when it has to wait. Nil while nobody waits.
+	pinAdded chan struct{}
 
 	// running is the number of admitted sequences. It is written under mu
 	// and read lock-free by decode loops to compute the ITL.

@@ -44,6 +44,9 @@ type Server struct {
 	url     atomic.Pointer[string]
 	started atomic.Bool
 	ready   chan struct{} // closed once Serve has set the URL
+	// bootstrapAddr is the SGLang bootstrap server's listen address, set
+	// before ready is closed; empty when the worker serves none.
+	bootstrapAddr atomic.Pointer[string]
 
 	// stopping is closed when shutdown begins: hangs end, /health says 503.
 	stopping chan struct{}
@@ -111,8 +114,9 @@ func New(cfg Config, tok *tokenizer.Tokenizer, log *zap.Logger) (*Server, error)
 
 // Serve serves on ln until ctx is done, then shuts down: it stops
 // accepting, lets in-flight requests finish for up to shutdown_timeout,
-// aborts the rest, and returns nil. It returns an error when ln fails or
-// when called twice. ln is closed on return.
+// aborts the rest, and returns nil. It returns an error when ln fails, when
+// called twice, or when an SGLang context worker cannot listen on its
+// bootstrap_port (then before the URL is ready). ln is closed on return.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	if !s.started.CompareAndSwap(false, true) {
 		return errors.New("sim: Serve called twice")
@@ -123,8 +127,19 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	u = strings.TrimRight(u, "/")
 	s.url.Store(&u)
+	fields := []zap.Field{zap.String("url", u), zap.String("protocol", s.cfg.Protocol), zap.String("model", s.cfg.Model)}
+	var boot *bootstrapServer
+	if s.cfg.servesBootstrap() {
+		var err error
+		if boot, err = s.startBootstrap(); err != nil {
+			_ = ln.Close()
+			return fmt.Errorf("sim: %w", err)
+		}
+		s.bootstrapAddr.Store(&boot.addr)
+		fields = append(fields, zap.String("bootstrap_addr", boot.addr))
+	}
 	close(s.ready)
-	s.log.Info("sim worker serving", zap.String("url", u), zap.String("protocol", s.cfg.Protocol), zap.String("model", s.cfg.Model))
+	s.log.Info("sim worker serving", fields...)
 
 	loopCtx, stopLoop := context.WithCancel(context.Background())
 	var loops sync.WaitGroup
@@ -143,6 +158,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		if err := <-errc; err != nil && serveErr == nil {
 			serveErr = err
 		}
+	}
+	if boot != nil {
+		boot.stop() // after the abort, so its waiting pulls have ended
 	}
 	stopLoop()
 	loops.Wait()
@@ -184,6 +202,16 @@ func (s *Server) shutdown() {
 // once Serve has started and is empty before.
 func (s *Server) URL() string {
 	if p := s.url.Load(); p != nil {
+		return *p
+	}
+	return ""
+}
+
+// BootstrapAddr returns the listen address (host:port) of the SGLang
+// bootstrap server, set once Serve has started; it is empty when the
+// worker serves none (see Config.BootstrapPort).
+func (s *Server) BootstrapAddr() string {
+	if p := s.bootstrapAddr.Load(); p != nil {
 		return *p
 	}
 	return ""

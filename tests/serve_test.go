@@ -46,6 +46,7 @@ func startServe(t *testing.T, o serveOptions) *deployment {
 	}
 	port := freePorts(t, 1)[0]
 	ctxBase, genBase := freePortRun(t, o.nCtx), freePortRun(t, o.nGen)
+	ctxSide, genSide := freePortRun(t, o.nCtx), freePortRun(t, o.nGen) // sglang bootstrap ports
 	args := `"--time-scale", "0.02", "--kv-transfer-timeout", "10s"` + o.simArgs
 	cfg := fmt.Sprintf(`
 log: {level: info}
@@ -67,6 +68,7 @@ fleet:
     engine: sim
     count: %d
     base_port: %d
+    side_port_base: %d
     start_timeout: 60s
     args: [%s%s]
     restart: {delay: 100ms, max_delay: 500ms}
@@ -74,10 +76,11 @@ fleet:
     engine: sim
     count: %d
     base_port: %d
+    side_port_base: %d
     start_timeout: 60s
     args: [%s]
     restart: {delay: 100ms, max_delay: 500ms}
-`, port, o.adminToken, o.protocol, o.extra, o.policy, queueYAML(o.queue), t.TempDir(), o.nCtx, ctxBase, args, o.ctxArgs, o.nGen, genBase, args)
+`, port, o.adminToken, o.protocol, o.extra, o.policy, queueYAML(o.queue), t.TempDir(), o.nCtx, ctxBase, ctxSide, args, o.ctxArgs, o.nGen, genBase, genSide, args)
 	path := writeFile(t, "duet.yaml", cfg)
 	p := startDuet(t, "serve", "--config", path)
 	d := &deployment{url: fmt.Sprintf("http://127.0.0.1:%d", port), proc: p}
@@ -148,8 +151,8 @@ func (d *deployment) requireIdle(t *testing.T) {
 	}, 10*time.Second, 50*time.Millisecond, "leases leaked: %+v", d.cluster(t).Workers)
 }
 
-func TestServeBothProtocols(t *testing.T) {
-	for _, proto := range []string{"trtllm", "vllm"} {
+func TestServeEveryProtocol(t *testing.T) {
+	for _, proto := range []string{"trtllm", "vllm", "sglang"} {
 		t.Run(proto, func(t *testing.T) {
 			d := startServe(t, serveOptions{protocol: proto})
 			t.Run("chat non-streaming", func(t *testing.T) {

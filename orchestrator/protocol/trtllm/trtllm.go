@@ -6,7 +6,6 @@ import (
 	"github.com/duet-serve/duet/orchestrator/protocol"
 	"github.com/duet-serve/duet/orchestrator/protocol/internal/wire"
 	"github.com/duet-serve/duet/proto/disagg"
-	"github.com/duet-serve/duet/proto/openai"
 )
 
 // Name is the adapter's configuration name.
@@ -62,11 +61,13 @@ func (*Adapter) ContextRequest(in protocol.Input) (protocol.Request, error) {
 	return protocol.Request{Body: body.Encode()}, nil
 }
 
-// ParseContextResponse reads the context-only response. finish_reason stop
-// is a true end of sequence at the first token: the request is Finished
-// (TensorRT-LLM's own disaggregated server answers the client with the
-// context response then, handle or not; a generation_only request would
-// decode past the end of sequence). Any other non-failure reason
+// ParseContextResponse reads the context-only response. An end-of-sequence
+// finish reason (stop, tool_calls, content_filter; see wire.IsEndOfSequence)
+// means the model ended the request at its first token: it is Finished,
+// handle or not (TensorRT-LLM's own disaggregated server,
+// openai_disagg_service.py _need_gen, answers the client with the context
+// response then; a generation_only request would continue after the end
+// of sequence from first_gen_tokens). Any other non-failure reason
 // (not_finished, length, null, or one an engine version adds) means
 // generation continues, and then choices[0].disaggregated_params must be an
 // object with a ctx_request_id.
@@ -79,7 +80,7 @@ func (*Adapter) ParseContextResponse(in protocol.Input, body []byte) (protocol.C
 		return protocol.Context{}, err
 	}
 	ctx := p.Context
-	if ctx.FinishReason == openai.FinishStop {
+	if wire.IsEndOfSequence(ctx.FinishReason) {
 		ctx.Finished = true
 		return ctx, nil
 	}

@@ -7,7 +7,6 @@ import (
 	"github.com/duet-serve/duet/orchestrator/protocol"
 	"github.com/duet-serve/duet/orchestrator/protocol/internal/wire"
 	"github.com/duet-serve/duet/proto/disagg"
-	"github.com/duet-serve/duet/proto/openai"
 )
 
 // Name is the adapter's configuration name.
@@ -81,11 +80,14 @@ func (*Adapter) ContextRequest(in protocol.Input) (protocol.Request, error) {
 // the finish reason, which varies by implementation (vLLM answers length;
 // llm-d's simulator remote_decode; others null): a top-level
 // kv_transfer_params object is the Handle and decoding continues, whatever
-// the reason. Without params (absent or null) the request is Finished only
-// on stop, a true end of sequence at the first token; on any other reason
-// decoding continues with a nil Handle and the decode worker prefills
-// locally. Failure reasons (abort, error, ...) and params that are not an
-// object are bad context responses.
+// the reason (vLLM after April 2026 also returns params on stop; its decode
+// samples its own first token from the prompt's KV, so decoding is right).
+// Without params (absent or null) the request is Finished only on an end
+// of sequence at the first token (stop, tool_calls, content_filter; older
+// vLLM returns no params then); on any other reason decoding continues with
+// a nil Handle and the decode worker prefills locally. Failure reasons
+// (abort, error, ...) and params that are not an object are bad context
+// responses.
 func (*Adapter) ParseContextResponse(in protocol.Input, body []byte) (protocol.Context, error) {
 	if err := in.Validate(); err != nil {
 		return protocol.Context{}, fmt.Errorf("%s: %w", Name, err)
@@ -99,7 +101,7 @@ func (*Adapter) ParseContextResponse(in protocol.Input, body []byte) (protocol.C
 		return protocol.Context{}, &protocol.ContextResponseError{Adapter: Name, Reason: "kv_transfer_params is not an object"}
 	}
 	ctx.Handle = p.KVTransferParams
-	ctx.Finished = ctx.Handle == nil && ctx.FinishReason == openai.FinishStop
+	ctx.Finished = ctx.Handle == nil && wire.IsEndOfSequence(ctx.FinishReason)
 	return ctx, nil
 }
 

@@ -20,6 +20,21 @@ var failureReasons = map[string]bool{
 	"timeout":   true,
 }
 
+// endOfSequence are the finish reasons that end a request for good: the
+// model stopped (end of sequence, stop string, tool call, content filter).
+var endOfSequence = map[string]bool{
+	"stop":           true,
+	"tool_calls":     true,
+	"content_filter": true,
+	"function_call":  true,
+}
+
+// IsEndOfSequence reports whether a ctx response's finish reason means the
+// model ended the request at its first token (stop, tool_calls,
+// content_filter, function_call), as opposed to a length cap, an engine's
+// "go on" reason (not_finished, remote_decode) or none.
+func IsEndOfSequence(reason string) bool { return endOfSequence[reason] }
+
 // choice is one choice of a chat (Message) or completion (Text) response.
 type choice struct {
 	Text                string          `json:"text"`

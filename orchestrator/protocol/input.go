@@ -57,8 +57,8 @@ type WorkerAddr struct {
 	// Host is the worker's host name or IP address as the gen worker can
 	// reach it, without scheme or port (the host part of the worker URL).
 	Host string
-	// BootstrapPort is SGLang's prefill bootstrap port; 0 means
-	// disagg.DefaultBootstrapPort (8998).
+	// BootstrapPort is SGLang's prefill bootstrap port; 0 means unknown:
+	// the request carries null and the decode worker uses its own port.
 	BootstrapPort int
 }
 

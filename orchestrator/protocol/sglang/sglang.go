@@ -40,8 +40,10 @@ func (*Adapter) ParseContextResponse(protocol.Input, []byte) (protocol.Context, 
 
 // GenerationRequest returns the decode request: the client's body (its own
 // stream and limits) with bootstrap_host = in.CtxWorker.Host,
-// bootstrap_port = in.CtxWorker.BootstrapPort (8998 when 0) and
-// bootstrap_room = in.Room. ctx is ignored, so it can be built before the
+// bootstrap_port = in.CtxWorker.BootstrapPort (null when 0: SGLang's router
+// sends null for a prefill configured without a port, and the decode
+// worker then uses its own bootstrap port; sglang-model-gateway
+// pd_router.rs, mini_lb.py) and bootstrap_room = in.Room. ctx is ignored, so it can be built before the
 // prefill is sent. CtxWorker.Host is required.
 func (*Adapter) GenerationRequest(in protocol.Input, _ protocol.Context) (protocol.Request, error) {
 	return request(in)
@@ -56,12 +58,12 @@ func request(in protocol.Input) (protocol.Request, error) {
 	if in.CtxWorker.Host == "" {
 		return protocol.Request{}, fmt.Errorf("%s: %w: no ctx worker host", Name, protocol.ErrBadInput)
 	}
-	port := in.CtxWorker.BootstrapPort
-	if port == 0 {
-		port = disagg.DefaultBootstrapPort
+	port := wire.Null // the decode worker falls back to its own bootstrap port, as with SGLang's router
+	if in.CtxWorker.BootstrapPort != 0 {
+		port = wire.Int(in.CtxWorker.BootstrapPort)
 	}
 	body.Set(disagg.FieldBootstrapHost, wire.String(in.CtxWorker.Host))
-	body.Set(disagg.FieldBootstrapPort, wire.Int(port))
+	body.Set(disagg.FieldBootstrapPort, port)
 	body.Set(disagg.FieldBootstrapRoom, wire.Uint(in.Room))
 	return protocol.Request{Body: body.Encode()}, nil
 }

@@ -43,7 +43,7 @@ func TestGolden(t *testing.T) {
 	goldentest.Run(t, sglang.New(), []goldentest.Case{
 		{Name: "chat", Input: chat(), Request: "chat.json", Response: "prefill.json"},
 		{Name: "chat_stream_on_both_legs", Input: chat(), Request: "chat_stream.json"},
-		{Name: "chat_default_bootstrap_port_room_zero", Input: defaultPort, Request: "chat.json"},
+		{Name: "chat_unknown_bootstrap_port_is_null_room_zero", Input: defaultPort, Request: "chat.json"},
 		{Name: "chat_unknown_fields_kept", Input: chat(), Request: "chat_extra_fields.json"},
 		{Name: "chat_client_internal_fields_dropped", Input: chat(), Request: "chat_internal_fields.json"},
 		{Name: "completion", Input: completions(), Request: "completion.json"},

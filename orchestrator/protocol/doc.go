@@ -28,6 +28,21 @@
 // The implementations live in the subpackages trtllm, vllm and sglang;
 // package adapters selects one by its configured name.
 //
+// # Engine behaviour
+//
+// What each engine really answers was read from its source (README,
+// "Engine compatibility", lists the files and versions). The rules that
+// follow from it: the handle, not the finish reason, decides whether the
+// generation phase runs (vLLM answers a prefill with length, llm-d's
+// simulator with remote_decode, newer vLLM with stop plus a handle); only an
+// end of sequence at the first token (stop, tool_calls, content_filter)
+// finishes a request at the context phase, and for TensorRT-LLM it does so
+// even with a handle, because its generation phase would continue after
+// first_gen_tokens; the engine's own failure reasons (abort, error,
+// cancelled, timeout) are ctx worker failures; a null finish reason is
+// legal. Handles are relayed byte for byte and never typed: their keys and
+// nesting change between engine versions.
+//
 // # Concurrency
 //
 // Adapters are stateless and safe for concurrent use. Nothing in these

@@ -2,6 +2,7 @@ package router
 
 import (
 	neturl "net/url"
+	"strings"
 	"sync/atomic"
 
 	"github.com/duet-serve/duet/proto/disagg"
@@ -37,6 +38,17 @@ func NewEndpoint(id, url string, role disagg.Role) *Endpoint {
 	}
 	e.healthy.Store(true)
 	return e
+}
+
+// Identity is what names the worker the same way in every duet replica: its
+// URL without a trailing slash (the ID is a name this process's config or
+// admin call gave it, which another replica may give differently). A
+// worker without a URL (tests) is identified by its ID.
+func (e *Endpoint) Identity() string {
+	if e.URL == "" {
+		return e.ID
+	}
+	return strings.TrimSuffix(e.URL, "/")
 }
 
 // String returns the endpoint's ID, for logs and errors.

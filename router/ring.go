@@ -14,8 +14,10 @@ import (
 // (or its request id) lands on a point of the ring and goes to the first
 // worker clockwise that can take it, walking past at most Fallback
 // unavailable ones. The ring holds every member of the pool, healthy or not,
-// and is rebuilt only when membership changes; several duet replicas with
-// the same workers agree without sharing state.
+// and is rebuilt only when membership changes. Points are placed by each
+// worker's stable identity (Endpoint.Identity: its URL), never by its name
+// or position, so several duet replicas with the same workers agree without
+// sharing state, whatever order or names their configs give the workers.
 type HashRing struct {
 	pool     *Pool
 	vnodes   int
@@ -50,7 +52,7 @@ func buildRing(eps []*Endpoint, vnodes int) *ring {
 	pts := make([]point, 0, len(eps)*vnodes)
 	for _, ep := range eps {
 		for i := 0; i < vnodes; i++ {
-			pts = append(pts, point{xxhash.Sum64String(ep.ID + "#" + strconv.Itoa(i)), ep.ID})
+			pts = append(pts, point{xxhash.Sum64String(ep.Identity() + "#" + strconv.Itoa(i)), ep.ID})
 		}
 	}
 	sort.Slice(pts, func(i, j int) bool { return pts[i].h < pts[j].h })

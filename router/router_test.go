@@ -13,10 +13,10 @@ func fleet(nCtx, nGen int) *Pool {
 	p := NewPool()
 	var ms []Member
 	for i := 0; i < nCtx; i++ {
-		ms = append(ms, Member{ID: "ctx-" + string(rune('0'+i)), URL: "http://c", Role: disagg.RoleContext, Healthy: true})
+		ms = append(ms, Member{ID: "ctx-" + string(rune('0'+i)), URL: "http://c" + string(rune('0'+i)), Role: disagg.RoleContext, Healthy: true})
 	}
 	for i := 0; i < nGen; i++ {
-		ms = append(ms, Member{ID: "gen-" + string(rune('0'+i)), URL: "http://g", Role: disagg.RoleGeneration, Healthy: true})
+		ms = append(ms, Member{ID: "gen-" + string(rune('0'+i)), URL: "http://g" + string(rune('0'+i)), Role: disagg.RoleGeneration, Healthy: true})
 	}
 	p.Sync(ms)
 	return p

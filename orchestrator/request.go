@@ -42,6 +42,9 @@ type Request struct {
 	SessionKey string
 	// User is the body's user field, for admission fairness.
 	User string
+	// CacheSalt is the body's cache_salt: it seeds Hashes, so prompts with
+	// different salts never match (the engine keeps their caches apart).
+	CacheSalt string
 	// Tokens are the prompt's token ids as the workers will count them;
 	// Hashes their chained block hashes at the router's block size.
 	Tokens []int
@@ -98,7 +101,7 @@ func (o *Orchestrator) parse(in Incoming) (*Request, error) {
 	if req.Body, err = stripInternalFields(in.Body); err != nil {
 		return nil, badRequest("", "request body must be a JSON object")
 	}
-	req.Hashes = tokenizer.BlockHashes(req.Tokens, o.router.BlockSize())
+	req.Hashes = tokenizer.SaltedBlockHashes(req.Tokens, o.router.BlockSize(), req.CacheSalt)
 	return req, nil
 }
 
@@ -148,7 +151,7 @@ func (o *Orchestrator) checkChat(r *openai.ChatRequest, req *Request) error {
 		msgs[i] = tokenizer.ChatMessage{Role: m.Role, Name: m.Name, Content: m.Content.String(), ToolCalls: string(m.ToolCalls)}
 	}
 	o.fill(req, r.Model, r.Stream, r.StreamOptions, r.Limit())
-	req.User = r.User
+	req.User, req.CacheSalt = r.User, r.CacheSalt
 	req.Tokens = o.tok.EncodeChat(msgs)
 	return nil
 }
@@ -181,7 +184,7 @@ func (o *Orchestrator) checkCompletion(r *openai.CompletionRequest, req *Request
 		return badRequest("prompt", "prompt must not be empty")
 	}
 	o.fill(req, r.Model, r.Stream, r.StreamOptions, r.Limit())
-	req.User = r.User
+	req.User, req.CacheSalt = r.User, r.CacheSalt
 	return nil
 }
 

@@ -57,6 +57,7 @@ func (c *Conversation) pick(req *Request, ctxCands, genCands []*Endpoint) choice
 	s, ch := c.lookup(req, now)
 	c.placeLegs(s, &ch, req, ctxCands, genCands)
 	c.table.touch(s, now)
+	s.inflight++
 	c.index.record(s, req.Tokens, req.Hashes)
 	ch.session = s.key
 	return ch.charge(req)
@@ -72,7 +73,7 @@ func (c *Conversation) lookup(req *Request, now time.Time) (*session, choice) {
 		return c.table.add(req.SessionKey, now), choice{decision: DecisionNew}
 	}
 	if s := c.index.match(req.Tokens, req.Hashes); s != nil {
-		if now.Sub(s.lastUsed) <= c.cfg.SessionTTL {
+		if !s.idle(now, c.cfg.SessionTTL) {
 			return s, choice{decision: DecisionImplicit}
 		}
 		c.table.remove(s, reasonTTL)
@@ -93,13 +94,15 @@ func (c *Conversation) placeLegs(s *session, ch *choice, req *Request, ctxCands,
 	gen, genWhy := c.leg(s.gen, otherThan(genCands, ctx), req.ExcludeGen, "gen", &c.genTurn, func(pinned, _ *Endpoint) bool {
 		return c.occupied(pinned, otherThan(genCands, pinned))
 	})
+	ctxWhy, genWhy = lostLeg(ctxWhy, s.ctxLost), lostLeg(genWhy, s.genLost)
+	s.ctxLost, s.genLost = false, false
 	ch.ctx, ch.gen = ctx, gen
 	ch.decision = combine(ch.decision, ctxWhy, genWhy)
 	if s.ctx != "" && ctxWhy == "" {
-		ch.ctxCached = min(s.ctxHeld, promptLen)
+		ch.ctxCached = fullBlocks(min(s.ctxHeld, promptLen), c.cfg.TokensPerBlock)
 	}
 	if s.gen != "" && genWhy == "" {
-		ch.genCached = min(s.genHeld, promptLen)
+		ch.genCached = fullBlocks(min(s.genHeld, promptLen), c.cfg.TokensPerBlock)
 	}
 	pinCtx, pinGen := s.ctx, s.gen
 	if pinCtx == "" || ctxWhy == DecisionRepin {
@@ -110,6 +113,19 @@ func (c *Conversation) placeLegs(s *session, ch *choice, req *Request, ctxCands,
 	}
 	c.table.pin(s, pinCtx, pinGen)
 }
+
+// lostLeg turns a leg placed afresh because its worker was removed into a
+// re-pin: the session had a pinned worker there.
+func lostLeg(why string, lost bool) string {
+	if lost && why == "" {
+		return DecisionRepin
+	}
+	return why
+}
+
+// fullBlocks rounds tokens down to whole blocks: engines cache and report
+// only full blocks, never the partial last one.
+func fullBlocks(tokens, blockSize int) int { return tokens / blockSize * blockSize }
 
 // combine reports the most telling decision: a spill, then a re-pin (of a
 // session that existed), then how the session was found.
@@ -183,7 +199,7 @@ func (c *Conversation) occupied(ep *Endpoint, others []*Endpoint) bool {
 
 // done records what the pinned workers hold after a turn: only a phase that
 // ran on the pinned worker (not a spill target, not a skipped phase) puts
-// the prompt there.
+// the prompt there. The session's idle time starts now.
 func (c *Conversation) done(key, ctxID, genID string, promptTokens int, o Outcome) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -191,6 +207,8 @@ func (c *Conversation) done(key, ctxID, genID string, promptTokens int, o Outcom
 	if s == nil {
 		return
 	}
+	s.inflight = max(s.inflight-1, 0)
+	c.table.touch(s, c.now())
 	if o.CtxRan && s.ctx == ctxID {
 		s.ctxHeld = promptTokens
 	}

@@ -264,7 +264,7 @@ func TestConversationLearnsOnlyPhasesThatRan(t *testing.T) {
 	second, err := r.Route(req("a", tokens(0, 60)))
 	require.NoError(t, err)
 	require.Zero(t, second.CtxCached, "the ctx worker never prefilled the last turn")
-	require.Equal(t, 45, second.GenCached)
+	require.Equal(t, 44, second.GenCached, "45 tokens held, 44 in full blocks of 4")
 	second.Release()
 
 	hog := second.Ctx.Endpoint().Acquire(10_000) // force a ctx spill
@@ -327,7 +327,7 @@ func TestConversationExpectsCachedTokensOnStickyTurns(t *testing.T) {
 	second, err := r.Route(req("a", tokens(0, 60)))
 	require.NoError(t, err)
 	require.Equal(t, 40, second.CtxCached)
-	require.Equal(t, 50, second.GenCached, "prompt + output of the last turn")
+	require.Equal(t, 48, second.GenCached, "prompt + output of the last turn (50), in full blocks of 4")
 	require.Equal(t, int64(20), second.Ctx.Tokens(), "ctx load counts only uncached tokens")
 	second.Release()
 	second.Done(Outcome{CtxRan: true, GenRan: true, OutputTokens: 10, ReportedCached: 3}) // the worker had lost the prefix
@@ -420,6 +420,28 @@ func TestKVAwarePrefersTheWorkerHoldingThePrefix(t *testing.T) {
 	require.NotEqual(t, first.Ctx.Endpoint().ID, third.Ctx.Endpoint().ID)
 }
 
+// Regression (issue 11): kv-aware remembered the blocks of a request that
+// failed; it learns only from the phases that ran.
+func TestKVAwareLearnsOnlyFromPhasesThatRan(t *testing.T) {
+	p := fleet(3, 3)
+	r, _ := newRouter(p, PolicyKVAware)
+	r.cfg.TokensPerBlock = 4
+	prompt := tokens(0, 400)
+	rq := func() *Request { return &Request{Tokens: prompt, Hashes: tokenizer.BlockHashes(prompt, 32)} }
+	failed, err := r.Route(rq())
+	require.NoError(t, err)
+	failed.Release()
+	failed.Done(Outcome{ReportedCached: -1}) // the attempt failed
+	next, err := r.Route(rq())
+	require.NoError(t, err)
+	next.Release()
+	require.Zero(t, next.CtxCached, "a failed request left nothing in any cache")
+	next.Done(Outcome{CtxRan: true, GenRan: true, ReportedCached: 0})
+	again := route(t, r, rq())
+	require.Equal(t, next.Ctx.Endpoint().ID, again.Ctx.Endpoint().ID)
+	require.Positive(t, again.CtxCached)
+}
+
 func TestConfigValidateNamesKeys(t *testing.T) {
 	cases := []struct {
 		mutate func(*Config)
@@ -437,4 +459,59 @@ func TestConfigValidateNamesKeys(t *testing.T) {
 		require.EqualError(t, cfg.Validate(), tc.want)
 	}
 	require.NoError(t, Defaults().Validate())
+}
+
+// Regression (issue 11): the expected-cached count included the partial
+// last block, which engines never cache or report.
+func TestConversationExpectsFullBlocksOnly(t *testing.T) {
+	r, _ := convRouter(t, fleet(2, 2), nil) // 4 tokens per block
+	first, err := r.Route(req("a", tokens(0, 42)))
+	require.NoError(t, err)
+	first.Release()
+	first.Done(Outcome{CtxRan: true, GenRan: true, OutputTokens: 1, ReportedCached: 0})
+	second, err := r.Route(req("a", tokens(0, 60)))
+	require.NoError(t, err)
+	second.Release()
+	require.Equal(t, 40, second.CtxCached, "42 prefilled tokens are 10 full blocks")
+	require.Equal(t, 40, second.GenCached, "43 held tokens are 10 full blocks")
+	require.Equal(t, int64(20), second.Ctx.Tokens(), "the ctx lease charges the partial block too")
+}
+
+// Regression (issue 11): a session whose own request ran longer than
+// session_ttl expired in flight; the TTL counts from the end of the last
+// request.
+func TestConversationSessionDoesNotExpireInFlight(t *testing.T) {
+	r, clk := convRouter(t, fleet(2, 2), func(c *Config) { c.SessionTTL = time.Minute })
+	long, err := r.Route(req("a", tokens(0, 8)))
+	require.NoError(t, err)
+	clk.advance(10 * time.Minute) // the request is still running
+	route(t, r, req("b", tokens(100, 8)))
+	require.Equal(t, 2, r.Sessions(), "a session with a request in flight never expires")
+	long.Release()
+	long.Done(Outcome{CtxRan: true, GenRan: true})
+	clk.advance(50 * time.Second) // idle for less than the TTL since its request ended
+	require.Equal(t, DecisionSticky, route(t, r, req("a", tokens(0, 12))).Decision)
+	clk.advance(2 * time.Minute)
+	require.Equal(t, DecisionNew, route(t, r, req("a", tokens(0, 16))).Decision, "idle past the TTL: expired")
+}
+
+// Regression (issue 11): a pinned worker removed through the admin API was
+// re-picked, but the turn was labelled sticky instead of repin.
+func TestConversationRemovedWorkerIsARepin(t *testing.T) {
+	p := fleet(2, 2)
+	r, _ := convRouter(t, p, nil)
+	first := route(t, r, req("a", tokens(0, 8)))
+	gone := first.Gen.Endpoint().ID
+	var keep []Member
+	for _, ep := range p.All() {
+		if ep.ID != gone {
+			keep = append(keep, Member{ID: ep.ID, URL: ep.URL, Role: ep.Role, Healthy: true})
+		}
+	}
+	p.Sync(keep)
+	second := route(t, r, req("a", tokens(0, 12)))
+	require.Equal(t, DecisionRepin, second.Decision)
+	require.NotEqual(t, gone, second.Gen.Endpoint().ID)
+	require.Equal(t, first.Ctx.Endpoint().ID, second.Ctx.Endpoint().ID, "the ctx leg keeps its pin")
+	require.Equal(t, DecisionSticky, route(t, r, req("a", tokens(0, 16))).Decision, "the re-pin is reported once")
 }

@@ -33,8 +33,6 @@ func (k *KVAware) pick(req *Request, ctxCands, genCands []*Endpoint) choice {
 	defer k.mu.Unlock()
 	ctx, ctxCached := k.best(req.Hashes, ctxCands)
 	gen, genCached := k.best(req.Hashes, otherThan(genCands, ctx))
-	k.remember(ctx.ID, req.Hashes)
-	k.remember(gen.ID, req.Hashes)
 	ch := choice{ctx: ctx, gen: gen, decision: PolicyKVAware, session: req.SessionKey, ctxCached: ctxCached, genCached: genCached}
 	return ch.charge(req)
 }
@@ -70,6 +68,20 @@ func (k *KVAware) matched(worker string, hashes []uint64) int {
 		n++
 	}
 	return n
+}
+
+// done learns what a finished request left in the workers' caches: the
+// prompt's blocks on the ctx worker when the context phase ran, on the gen
+// worker when the generation phase did. A failed phase teaches nothing.
+func (k *KVAware) done(ctxID, genID string, hashes []uint64, o Outcome) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if o.CtxRan {
+		k.remember(ctxID, hashes)
+	}
+	if o.GenRan {
+		k.remember(genID, hashes)
+	}
 }
 
 func (k *KVAware) remember(worker string, hashes []uint64) {

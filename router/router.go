@@ -57,6 +57,7 @@ type Pair struct {
 	CtxCached, GenCached int
 
 	promptTokens int
+	hashes       []uint64
 	ctxID, genID string
 	router       *Router
 }
@@ -97,10 +98,19 @@ type Outcome struct {
 	ReportedCached int
 }
 
-// Done tells the router how the request ended. It feeds session state and
-// affinity telemetry; call it at most once per Pair.
+// Done tells the router how the request ended. It feeds session state,
+// kv-aware's cache estimate (only with the phases that ran: a failed
+// request teaches nothing) and affinity telemetry; call it exactly once per
+// Pair (a conversation's session does not expire while a Pair of it is
+// not Done).
 func (p *Pair) Done(o Outcome) {
-	if p == nil || p.router.conv == nil || p.Session == "" {
+	if p == nil {
+		return
+	}
+	if kv := p.router.kv; kv != nil {
+		kv.done(p.ctxID, p.genID, p.hashes, o)
+	}
+	if p.router.conv == nil || p.Session == "" {
 		return
 	}
 	if o.CtxRan && o.ReportedCached >= 0 && p.CtxCached > 0 && o.ReportedCached < p.CtxCached/2 {
@@ -115,6 +125,7 @@ type Router struct {
 	cfg    Config
 	picker picker
 	conv   *Conversation // set when the policy is conversation
+	kv     *KVAware      // set when the policy is kv-aware
 	stats  *Stats
 }
 
@@ -139,7 +150,8 @@ func New(pool *Pool, cfg Config, now func() time.Time) (*Router, error) {
 	case PolicyConsistentHash:
 		r.picker = newHashRing(pool, cfg.VirtualNodes, cfg.Fallback)
 	case PolicyKVAware:
-		r.picker = newKVAware(cfg)
+		r.kv = newKVAware(cfg)
+		r.picker = r.kv
 	}
 	return r, nil
 }
@@ -206,6 +218,7 @@ func (r *Router) Route(req *Request) (*Pair, error) {
 		CtxCached:    ch.ctxCached,
 		GenCached:    ch.genCached,
 		promptTokens: len(req.Tokens),
+		hashes:       req.Hashes,
 		ctxID:        ch.ctx.ID,
 		genID:        ch.gen.ID,
 		router:       r,

@@ -24,6 +24,19 @@ type session struct {
 
 	ctxHeld int // tokens the ctx worker prefilled for this session last turn
 	genHeld int // tokens the gen worker held at the end of last turn
+
+	// inflight counts the session's routed requests not yet Done: a session
+	// never expires while one runs; its idle time counts from the end of
+	// its last request.
+	inflight int
+	// ctxLost and genLost mark a leg whose worker was removed: the next
+	// request re-picks it and is reported as a re-pin.
+	ctxLost, genLost bool
+}
+
+// idle reports whether s has been idle longer than ttl at now.
+func (s *session) idle(now time.Time, ttl time.Duration) bool {
+	return s.inflight == 0 && now.Sub(s.lastUsed) > ttl
 }
 
 // Affinity break and eviction reasons.
@@ -59,7 +72,7 @@ func (t *sessionTable) get(key string, now time.Time) *session {
 	if s == nil {
 		return nil
 	}
-	if now.Sub(s.lastUsed) > t.ttl {
+	if s.idle(now, t.ttl) {
 		t.remove(s, reasonTTL)
 		return nil
 	}
@@ -85,12 +98,18 @@ func (t *sessionTable) add(key string, now time.Time) *session {
 	return s
 }
 
-// expire evicts idle sessions; they sit at the back of the LRU list.
+// expire evicts idle sessions; they sit at the back of the LRU list. A
+// session with a request in flight is not idle: it moves to the front (its
+// idle time restarts when the request ends anyway).
 func (t *sessionTable) expire(now time.Time) {
 	for e := t.lru.Back(); e != nil; e = t.lru.Back() {
 		s := e.Value.(*session)
 		if now.Sub(s.lastUsed) <= t.ttl {
 			return
+		}
+		if s.inflight > 0 {
+			t.touch(s, now)
+			continue
 		}
 		t.remove(s, reasonTTL)
 	}
@@ -148,10 +167,10 @@ func (t *sessionTable) workerGone(worker string) int {
 	m := t.byWorker[worker]
 	for s := range m {
 		if s.ctx == worker {
-			s.ctx, s.ctxHeld = "", 0
+			s.ctx, s.ctxHeld, s.ctxLost = "", 0, true
 		}
 		if s.gen == worker {
-			s.gen, s.genHeld = "", 0
+			s.gen, s.genHeld, s.genLost = "", 0, true
 		}
 	}
 	delete(t.byWorker, worker)

@@ -14,11 +14,28 @@ func BlockHashes(tokens []int, blockSize int) []uint64 {
 	return ExtendBlockHashes(nil, tokens, blockSize)
 }
 
+// SaltedBlockHashes is BlockHashes for a request that carries a cache salt
+// (vLLM's cache_salt): the chain starts from the salt, so two prompts share
+// no block hash unless they also share the salt, as the engine shares no
+// KV cache between them. An empty salt gives BlockHashes.
+func SaltedBlockHashes(tokens []int, blockSize int, salt string) []uint64 {
+	if salt == "" {
+		return BlockHashes(tokens, blockSize)
+	}
+	return extendBlockHashes(nil, xxhash.Sum64String("cache_salt\x00"+salt), tokens, blockSize)
+}
+
 // ExtendBlockHashes appends to prev the hashes of the full blocks of tokens
 // after the len(prev) blocks prev already covers, and returns the result.
 // prev must be BlockHashes of a prefix of tokens (with the same blockSize);
 // this makes hashing a growing conversation cost only its new blocks.
 func ExtendBlockHashes(prev []uint64, tokens []int, blockSize int) []uint64 {
+	return extendBlockHashes(prev, 0, tokens, blockSize)
+}
+
+// extendBlockHashes extends prev; seed is the chain's start when prev is
+// empty.
+func extendBlockHashes(prev []uint64, seed uint64, tokens []int, blockSize int) []uint64 {
 	n := len(tokens) / blockSize
 	if len(prev) >= n {
 		return prev
@@ -28,7 +45,7 @@ func ExtendBlockHashes(prev []uint64, tokens []int, blockSize int) []uint64 {
 		out = make([]uint64, len(prev), n)
 		copy(out, prev)
 	}
-	var parent uint64
+	parent := seed
 	if len(prev) > 0 {
 		parent = prev[len(prev)-1]
 	}

@@ -64,3 +64,19 @@ func TestExtendBlockHashesMatchesFullHashing(t *testing.T) {
 	// Extending with no new full block returns prev unchanged.
 	require.Equal(t, full, ExtendBlockHashes(full, tokens[:1000], 32))
 }
+
+// Regression (issue 11): prefix matching ignored vLLM's cache_salt, so two
+// tenants' identical prompts matched each other's sessions though the
+// engine never shares their cache.
+func TestSaltedBlockHashes(t *testing.T) {
+	toks := seq(100, 1)
+	require.Equal(t, BlockHashes(toks, 16), SaltedBlockHashes(toks, 16, ""), "no salt: the plain hashes")
+	a, b := SaltedBlockHashes(toks, 16, "tenant-a"), SaltedBlockHashes(toks, 16, "tenant-b")
+	require.Len(t, a, 6)
+	for i := range a {
+		require.NotEqual(t, a[i], b[i], "block %d", i)
+		require.NotEqual(t, a[i], BlockHashes(toks, 16)[i], "block %d", i)
+	}
+	require.Equal(t, a, SaltedBlockHashes(toks, 16, "tenant-a"), "deterministic")
+	require.Equal(t, a, ExtendBlockHashes(SaltedBlockHashes(toks[:40], 16, "tenant-a"), toks, 16), "extension keeps the salt")
+}

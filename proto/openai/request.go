@@ -24,6 +24,9 @@ type ChatRequest struct {
 	Seed                *int64         `json:"seed,omitempty"`
 	Temperature         *float64       `json:"temperature,omitempty"`
 	User                string         `json:"user,omitempty"`
+	// CacheSalt isolates the request's prefix cache (vLLM, SGLang): only
+	// requests with the same salt share KV blocks.
+	CacheSalt string `json:"cache_salt,omitempty"`
 	// PromptTokenIDs is set by the orchestrator on a TensorRT-LLM
 	// generation-only leg: the token ids the context worker prefilled.
 	PromptTokenIDs []int `json:"prompt_token_ids,omitempty"`
@@ -43,6 +46,9 @@ type CompletionRequest struct {
 	Seed          *int64         `json:"seed,omitempty"`
 	Temperature   *float64       `json:"temperature,omitempty"`
 	User          string         `json:"user,omitempty"`
+	// CacheSalt isolates the request's prefix cache (vLLM, SGLang): only
+	// requests with the same salt share KV blocks.
+	CacheSalt string `json:"cache_salt,omitempty"`
 }
 
 // StreamOptions is the stream_options object of a streaming request.

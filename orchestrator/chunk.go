@@ -14,17 +14,6 @@ import (
 // JSON object.
 var errNotJSONObject = errors.New("not a JSON object")
 
-// openAIFinishReasons are the finish reasons OpenAI clients know; a worker's
-// other non-failure reasons reach the client as "stop".
-var openAIFinishReasons = map[string]bool{
-	openai.FinishStop: true, openai.FinishLength: true, "tool_calls": true, "content_filter": true, "function_call": true,
-}
-
-// failureFinishReasons say the engine gave up on the request (vLLM's abort
-// and error, TensorRT-LLM's cancelled and timeout): the answer is not
-// complete and the attempt failed.
-var failureFinishReasons = map[string]bool{"abort": true, "error": true, "cancelled": true, "timeout": true}
-
 // contentKeys are the keys of a choice's delta (streaming chat) that carry
 // output: text, reasoning text (vLLM writes reasoning_content, newer
 // versions reasoning) and tool calls.
@@ -59,6 +48,10 @@ type chunk struct {
 	v *fastjson.Value
 	// finish is the first non-null choices[i].finish_reason, "" when none.
 	finish string
+	// failed reports that a choice ended with a failure reason (abort,
+	// error, ...); oddFinish that one ended with a reason OpenAI does not
+	// define (rewrite makes it stop).
+	failed, oddFinish bool
 	// content reports that a choice carries output: a non-empty delta
 	// content, reasoning or tool call (chat stream), message content
 	// (chat) or text (completions).
@@ -110,9 +103,12 @@ func readChoice(ch *fastjson.Value, c *chunk) {
 	o.Visit(func(key []byte, f *fastjson.Value) {
 		switch string(key) {
 		case "finish_reason":
+			reason := string(f.GetStringBytes())
 			if c.finish == "" {
-				c.finish = string(f.GetStringBytes())
+				c.finish = reason
 			}
+			c.failed = c.failed || openai.IsFailureFinishReason(reason)
+			c.oddFinish = c.oddFinish || (reason != "" && !openai.IsOpenAIFinishReason(reason) && !openai.IsFailureFinishReason(reason))
 		case "text":
 			c.content = c.content || len(f.GetStringBytes()) > 0
 		case "message":
@@ -163,30 +159,43 @@ func usageOf(c chunk) openai.Usage {
 // rewrite returns the chunk as the client must see it and the usage it
 // reports. With a context phase (ctx non-nil and prompt tokens known),
 // usage reports the context phase's prompt and cached tokens, which the gen
-// worker did not see; a finish reason outside OpenAI's set becomes "stop".
-// Only those keys change; when neither applies the original data is
-// returned as is. The result is valid until the chunkReader's next read.
+// worker did not see; a choice's finish reason outside OpenAI's set becomes
+// "stop". Only those keys change; when neither applies the original data is
+// returned as is. data must be what c was read from. The result is valid
+// until the chunkReader's next read.
 func (r *chunkReader) rewrite(data []byte, c chunk, ctx *protocol.Context) ([]byte, openai.Usage) {
 	u := usageOf(c)
 	patchUsage := c.usage != nil && ctx != nil && ctx.PromptTokens > 0
-	patchFinish := c.finish != "" && !openAIFinishReasons[c.finish] && !failureFinishReasons[c.finish]
-	if !patchUsage && !patchFinish {
+	if !patchUsage && !c.oddFinish {
 		return data, u
 	}
-	r.arena.Reset()
-	if patchUsage {
-		u = r.setUsage(c.usage, u, ctx)
+	// Parse again: reading c unescaped some strings in place, and fastjson
+	// would write those back in Go's quoting, not JSON's. Values of a fresh
+	// parse that are not read are written back byte for byte.
+	v, err := r.p.ParseBytes(data)
+	if err != nil {
+		return data, u // cannot happen: data parsed before
 	}
-	if patchFinish {
-		stop := r.arena.NewString(openai.FinishStop)
-		for _, ch := range c.v.GetArray("choices") {
-			if f := ch.Get("finish_reason"); f != nil && f.Type() == fastjson.TypeString {
-				ch.Set("finish_reason", stop)
-			}
+	r.arena.Reset()
+	if usage := v.Get("usage"); patchUsage && usage != nil {
+		u = r.setUsage(usage, u, ctx)
+	}
+	if c.oddFinish {
+		r.normaliseFinish(v)
+	}
+	r.out = v.MarshalTo(r.out[:0])
+	return r.out, u
+}
+
+// normaliseFinish sets each choice's finish reason that OpenAI does not
+// define (remote_decode, not_finished, ...) to "stop"; the others are kept.
+func (r *chunkReader) normaliseFinish(v *fastjson.Value) {
+	for _, ch := range v.GetArray("choices") {
+		reason := string(ch.GetStringBytes("finish_reason"))
+		if reason != "" && !openai.IsOpenAIFinishReason(reason) && !openai.IsFailureFinishReason(reason) {
+			ch.Set("finish_reason", r.arena.NewString(openai.FinishStop))
 		}
 	}
-	r.out = c.v.MarshalTo(r.out[:0])
-	return r.out, u
 }
 
 // setUsage overrides prompt_tokens, total_tokens and

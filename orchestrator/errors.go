@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -108,19 +109,12 @@ func (e *workerError) clientError() *Error {
 		re := relayedError(e.phase, e.status, e.body)
 		re.Err = e
 		return re
+	case e.status != 0:
+		return &Error{Status: http.StatusBadGateway, Err: e,
+			Message: describeWorkerError(fmt.Sprintf("%s worker answered status %d", e.phase, e.status), e.body)}
 	default:
-		return &Error{Status: http.StatusBadGateway, Message: fmt.Sprintf("%s worker failed: %s", e.phase, e.shortReason()), Err: e}
+		return &Error{Status: http.StatusBadGateway, Message: fmt.Sprintf("%s worker failed: %v", e.phase, e.err), Err: e}
 	}
-}
-
-func (e *workerError) shortReason() string {
-	if e.status != 0 {
-		return fmt.Sprintf("status %d", e.status)
-	}
-	if e.err != nil {
-		return e.err.Error()
-	}
-	return "unknown error"
 }
 
 func truncate(b []byte, n int) []byte {
@@ -144,20 +138,46 @@ const maxRelayedText = 300
 // a message naming the phase's worker and its status, with the body's
 // first bytes.
 func relayedError(phase string, status int, body []byte) *Error {
+	return workerErrorBody(status, body, describeWorkerError(phase+" worker answered status "+strconv.Itoa(status), body))
+}
+
+// eventError is a gen worker's error event as the client sees it, in
+// OpenAI's shape (see relayedError); the stream's status is already 200.
+func eventError(data []byte) *Error {
+	return workerErrorBody(http.StatusBadGateway, data, describeWorkerError("generation worker sent an error event", data))
+}
+
+// workerErrorBody reads a worker's error body into an Error with status;
+// fallback is the message when the body has none of its own.
+func workerErrorBody(status int, body []byte, fallback string) *Error {
+	d := readWorkerError(status, body)
+	if d.Message == "" {
+		d.Message = fallback
+	}
+	b, _ := json.Marshal(openai.ErrorBody{Error: d})
+	return &Error{Status: status, Type: d.Type, Message: d.Message, Body: b}
+}
+
+// describeWorkerError is what happened followed by the worker's own message
+// or, without one, the body's first bytes ("... with an empty body").
+func describeWorkerError(what string, body []byte) string {
+	if m := readWorkerError(0, body).Message; m != "" {
+		return what + ": " + m
+	}
+	if text := bytes.TrimSpace(body); len(text) > 0 {
+		return what + ": " + string(truncate(text, maxRelayedText))
+	}
+	return what + " with an empty body"
+}
+
+// readWorkerError reads the error detail of a worker's body (message ""
+// when it has none); the type defaults to status's.
+func readWorkerError(status int, body []byte) openai.ErrorDetail {
 	d := openai.ErrorDetail{Type: openai.TypeForStatus(status)}
 	if v, err := fastjson.ParseBytes(body); err == nil && v.Type() == fastjson.TypeObject {
 		readErrorObject(v, &d)
 	}
-	if d.Message == "" {
-		d.Message = fmt.Sprintf("%s worker answered status %d", phase, status)
-		if text := bytes.TrimSpace(body); len(text) > 0 {
-			d.Message += ": " + string(truncate(text, maxRelayedText))
-		} else {
-			d.Message += " with an empty body"
-		}
-	}
-	b, _ := json.Marshal(openai.ErrorBody{Error: d})
-	return &Error{Status: status, Type: d.Type, Message: d.Message, Body: b}
+	return d
 }
 
 // readErrorObject fills d from a worker's error object, leaving defaults

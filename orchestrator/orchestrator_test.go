@@ -83,9 +83,9 @@ func TestFailureClasses(t *testing.T) {
 		wantInBody string
 	}{
 		{"ctx 4xx relayed", status(400), genStream(1, true), false, 400, "fake 400"},
-		{"ctx 5xx exhausted", status(503), genStream(1, true), false, 502, "context worker failed"},
+		{"ctx 5xx exhausted", status(503), genStream(1, true), false, 502, "context worker answered status 503: fake 503"},
 		{"gen 4xx relayed", ctxOK, status(422), true, 422, "fake 422"},
-		{"gen 5xx before stream", ctxOK, status(500), true, 502, "generation worker failed"},
+		{"gen 5xx before stream", ctxOK, status(500), true, 502, "generation worker answered status 500: fake 500"},
 		{"gen cut before first event", ctxOK, genStream(0, false), true, 502, "generation worker failed"},
 		{"bad ctx response", func(w http.ResponseWriter, _ map[string]json.RawMessage) { w.Write([]byte(`{"choices":[]}`)) }, genStream(1, true), false, 502, "context worker failed"},
 	}

@@ -98,8 +98,12 @@ func (rl *relay) awaitFirst(firstBy time.Time) error {
 		case openai.IsDone(ev.data):
 			return fmt.Errorf("%w: [DONE] before any content", errStreamCut)
 		}
-		if c, err := rl.chunks.read(ev.data); err == nil && c.isError {
-			return fmt.Errorf("worker error event: %s", relayedError(phaseGeneration, http.StatusBadGateway, ev.data).Message)
+		c, err := rl.chunks.read(ev.data)
+		if err := eventFailure(c, err, ev.data); err != nil {
+			return err
+		}
+		if c.isError {
+			return fmt.Errorf("worker error event: %s", eventError(ev.data).Message)
 		}
 		rl.first = ev
 		return nil
@@ -231,6 +235,19 @@ func (rl *relay) failStream(w *bufio.Writer, err error) (int, error) {
 	return status, err
 }
 
+// eventFailure says why an event (read into c, or failing with err) ends
+// the request as a gen worker failure: it is not a JSON object, or a
+// choice ended with a failure reason (abort, error, ...). nil otherwise.
+func eventFailure(c chunk, err error, data []byte) error {
+	switch {
+	case err != nil:
+		return fmt.Errorf("generation worker sent an event that is not a JSON object (%v): %s", err, truncate(data, 200))
+	case c.failed:
+		return fmt.Errorf("generation worker gave up on the request (finish_reason %q)", c.finish)
+	}
+	return nil
+}
+
 // errClientWrite marks a write to the client that failed: the client is
 // gone. Every other error forward returns is the worker's fault.
 var errClientWrite = errors.New("client write failed")
@@ -243,14 +260,11 @@ var errClientWrite = errors.New("client write failed")
 // in OpenAI's shape and fails the request when the stream ends.
 func (rl *relay) forward(w *bufio.Writer, data []byte) error {
 	c, err := rl.chunks.read(data)
-	if err != nil {
-		return fmt.Errorf("generation worker sent an event that is not a JSON object (%v): %s", err, truncate(data, 200))
-	}
-	if failureFinishReasons[c.finish] {
-		return fmt.Errorf("generation worker ended the request with finish_reason %q", c.finish)
+	if err := eventFailure(c, err, data); err != nil {
+		return err
 	}
 	if c.isError {
-		e := relayedError(phaseGeneration, http.StatusBadGateway, data)
+		e := eventError(data)
 		rl.workerErr = fmt.Errorf("generation worker error event: %s", e.Message)
 		data = e.JSON()
 	} else {

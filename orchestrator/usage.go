@@ -23,7 +23,7 @@ func completeResponse(body []byte, c *protocol.Context) ([]byte, openai.Usage, e
 		return nil, openai.Usage{}, fmt.Errorf("response is not a JSON object (%v): %s", err, truncate(body, 200))
 	case ch.isError:
 		return nil, openai.Usage{}, fmt.Errorf("200 response carries an error: %s", relayedError(phaseGeneration, 200, body).Message)
-	case failureFinishReasons[ch.finish]:
+	case ch.failed:
 		return nil, openai.Usage{}, fmt.Errorf("finish_reason %q: the worker gave up on the request", ch.finish)
 	}
 	out, u := r.rewrite(body, ch, c)

@@ -87,10 +87,11 @@ type Context struct {
 	// FinishReason is choices[0].finish_reason as the engine wrote it ("" when
 	// null or absent). It is an engine's value (length, not_finished,
 	// remote_decode, ...), not necessarily an OpenAI one: only a Finished
-	// context's reason, which is always "stop", reaches a client.
+	// context's reason (stop or content_filter, see openai.EndsAtFirstToken)
+	// reaches a client.
 	FinishReason string
 	// Finished reports that the ctx worker completed the whole request (an
-	// end of sequence at the first token: FinishReason "stop"; see each
+	// end of sequence at the first token, openai.EndsAtFirstToken; see each
 	// adapter for when a handle is also present). There is no generation
 	// phase: the caller must return Text to the client, in the form the
 	// client asked for (streamed or not), with FinishReason and Usage.

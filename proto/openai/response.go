@@ -19,6 +19,30 @@ const (
 	FinishNotFinished = "not_finished"
 )
 
+// openAIFinishReasons are the finish reasons OpenAI defines.
+var openAIFinishReasons = map[string]bool{FinishStop: true, FinishLength: true, "tool_calls": true, "content_filter": true, "function_call": true}
+
+// failureFinishReasons are the reasons OpenAI-compatible engines give when
+// they gave up on a request (vLLM's abort and error, TensorRT-LLM's
+// cancelled and timeout): the answer is incomplete.
+var failureFinishReasons = map[string]bool{"abort": true, "error": true, "cancelled": true, "timeout": true}
+
+// IsOpenAIFinishReason reports whether reason is one OpenAI defines (stop,
+// length, tool_calls, content_filter, function_call); clients know no
+// other.
+func IsOpenAIFinishReason(reason string) bool { return openAIFinishReasons[reason] }
+
+// IsFailureFinishReason reports whether an engine's reason says it gave up
+// on the request (abort, error, cancelled, timeout).
+func IsFailureFinishReason(reason string) bool { return failureFinishReasons[reason] }
+
+// EndsAtFirstToken reports whether a context-only (one-token) response's
+// reason means the model ended the request there: an end of sequence or
+// stop string (stop) or a content filter. tool_calls is not one: a tool
+// call cannot be complete in one token, and duet's answer from the context
+// phase carries text only.
+func EndsAtFirstToken(reason string) bool { return reason == FinishStop || reason == "content_filter" }
+
 // Usage is a response's token accounting.
 type Usage struct {
 	PromptTokens        int                  `json:"prompt_tokens"`

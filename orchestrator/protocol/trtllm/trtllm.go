@@ -6,6 +6,7 @@ import (
 	"github.com/duet-serve/duet/orchestrator/protocol"
 	"github.com/duet-serve/duet/orchestrator/protocol/internal/wire"
 	"github.com/duet-serve/duet/proto/disagg"
+	"github.com/duet-serve/duet/proto/openai"
 )
 
 // Name is the adapter's configuration name.
@@ -61,10 +62,10 @@ func (*Adapter) ContextRequest(in protocol.Input) (protocol.Request, error) {
 	return protocol.Request{Body: body.Encode()}, nil
 }
 
-// ParseContextResponse reads the context-only response. An end-of-sequence
-// finish reason (stop, tool_calls, content_filter; see wire.IsEndOfSequence)
-// means the model ended the request at its first token: it is Finished,
-// handle or not (TensorRT-LLM's own disaggregated server,
+// ParseContextResponse reads the context-only response. An end of
+// sequence at the first token (stop, content_filter; see
+// openai.EndsAtFirstToken) means the model ended the request there: it is
+// Finished, handle or not (TensorRT-LLM's own disaggregated server,
 // openai_disagg_service.py _need_gen, answers the client with the context
 // response then; a generation_only request would continue after the end
 // of sequence from first_gen_tokens). Any other non-failure reason
@@ -80,7 +81,7 @@ func (*Adapter) ParseContextResponse(in protocol.Input, body []byte) (protocol.C
 		return protocol.Context{}, err
 	}
 	ctx := p.Context
-	if wire.IsEndOfSequence(ctx.FinishReason) {
+	if openai.EndsAtFirstToken(ctx.FinishReason) {
 		ctx.Finished = true
 		return ctx, nil
 	}

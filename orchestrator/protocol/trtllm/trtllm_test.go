@@ -59,7 +59,7 @@ func TestGolden(t *testing.T) {
 		{Name: "ctx_missing_handle", Input: chat(), Request: "chat.json", Response: "missing_handle.json", WantErr: bad},
 		{Name: "ctx_handle_without_ctx_request_id", Input: chat(), Request: "chat.json", Response: "handle_without_ctx_request_id.json", WantErr: bad},
 		{Name: "ctx_handle_not_object", Input: chat(), Request: "chat.json", Response: "handle_not_object.json", WantErr: bad},
-		{Name: "chat_tool_calls_at_first_token_is_finished", Input: chat(), Request: "chat.json", Response: "chat_tool_calls.json"},
+		{Name: "chat_content_filter_at_first_token_is_finished", Input: chat(), Request: "chat.json", Response: "chat_content_filter.json"},
 		{Name: "chat_null_finish_reason_with_handle_continues", Input: chat(), Request: "chat.json", Response: "no_finish_reason.json"},
 		{Name: "ctx_cancelled", Input: chat(), Request: "chat.json", Response: "cancelled.json", WantErr: bad},
 		{Name: "ctx_prompt_token_ids_not_array", Input: chat(), Request: "chat.json", Response: "prompt_token_ids_not_array.json", WantErr: bad},

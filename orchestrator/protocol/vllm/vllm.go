@@ -7,6 +7,7 @@ import (
 	"github.com/duet-serve/duet/orchestrator/protocol"
 	"github.com/duet-serve/duet/orchestrator/protocol/internal/wire"
 	"github.com/duet-serve/duet/proto/disagg"
+	"github.com/duet-serve/duet/proto/openai"
 )
 
 // Name is the adapter's configuration name.
@@ -83,8 +84,8 @@ func (*Adapter) ContextRequest(in protocol.Input) (protocol.Request, error) {
 // the reason (vLLM after April 2026 also returns params on stop; its decode
 // samples its own first token from the prompt's KV, so decoding is right).
 // Without params (absent or null) the request is Finished only on an end
-// of sequence at the first token (stop, tool_calls, content_filter; older
-// vLLM returns no params then); on any other reason decoding continues with
+// of sequence at the first token (stop, content_filter; older vLLM
+// returns no params then); on any other reason decoding continues with
 // a nil Handle and the decode worker prefills locally. Failure reasons
 // (abort, error, ...) and params that are not an object are bad context
 // responses.
@@ -101,7 +102,7 @@ func (*Adapter) ParseContextResponse(in protocol.Input, body []byte) (protocol.C
 		return protocol.Context{}, &protocol.ContextResponseError{Adapter: Name, Reason: "kv_transfer_params is not an object"}
 	}
 	ctx.Handle = p.KVTransferParams
-	ctx.Finished = ctx.Handle == nil && wire.IsEndOfSequence(ctx.FinishReason)
+	ctx.Finished = ctx.Handle == nil && openai.EndsAtFirstToken(ctx.FinishReason)
 	return ctx, nil
 }
 

@@ -9,32 +9,6 @@ import (
 	"github.com/duet-serve/duet/proto/openai"
 )
 
-// Failure finish reasons: the engine gave up on the request (TensorRT-LLM's
-// cancelled and timeout, vLLM's abort and error). A ctx response ending so
-// carries no usable answer and no handle; it is a ctx worker failure, not a
-// finished request.
-var failureReasons = map[string]bool{
-	"abort":     true,
-	"cancelled": true,
-	"error":     true,
-	"timeout":   true,
-}
-
-// endOfSequence are the finish reasons that end a request for good: the
-// model stopped (end of sequence, stop string, tool call, content filter).
-var endOfSequence = map[string]bool{
-	"stop":           true,
-	"tool_calls":     true,
-	"content_filter": true,
-	"function_call":  true,
-}
-
-// IsEndOfSequence reports whether a ctx response's finish reason means the
-// model ended the request at its first token (stop, tool_calls,
-// content_filter, function_call), as opposed to a length cap, an engine's
-// "go on" reason (not_finished, remote_decode) or none.
-func IsEndOfSequence(reason string) bool { return endOfSequence[reason] }
-
 // choice is one choice of a chat (Message) or completion (Text) response.
 type choice struct {
 	Text                string          `json:"text"`
@@ -98,7 +72,7 @@ func ParseContext(adapter string, ep protocol.Endpoint, body []byte) (Parsed, er
 	if c.FinishReason != nil {
 		reason = *c.FinishReason
 	}
-	if failureReasons[reason] {
+	if openai.IsFailureFinishReason(reason) {
 		return Parsed{}, bad(nil, "finish_reason %q", reason)
 	}
 	rawUsage := nullToNil(top["usage"])

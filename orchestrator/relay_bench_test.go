@@ -37,6 +37,7 @@ func BenchmarkRelayEvents(b *testing.B) {
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				rl := &relay{o: o, req: &Request{}, ctx: c, t: &trace{start: time.Now()}, chunks: getChunkReader()}
+				defer putChunkReader(rl.chunks)
 				for _, ev := range events {
 					if err := rl.forward(w, ev); err != nil {
 						b.Fatal(err)

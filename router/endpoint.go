@@ -21,7 +21,8 @@ type Endpoint struct {
 	// Role is what the worker serves.
 	Role disagg.Role
 	// BootstrapPort is an SGLang prefill worker's bootstrap port; 0 means
-	// the engine's default. Set before the endpoint is shared.
+	// unknown (the decode worker uses its own). Set before the endpoint is
+	// shared.
 	BootstrapPort int
 
 	healthy  atomic.Bool

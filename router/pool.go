@@ -15,8 +15,8 @@ type Member struct {
 	URL  string
 	Role disagg.Role
 	// BootstrapPort is an SGLang prefill worker's bootstrap port, sent to
-	// the decode worker as bootstrap_port; 0 means the engine's default
-	// (8998). Other protocols ignore it.
+	// the decode worker as bootstrap_port; 0 means unknown (sent as null:
+	// the decode worker uses its own port). Other protocols ignore it.
 	BootstrapPort int
 	Healthy       bool
 }

@@ -128,8 +128,8 @@ type PoolConfig struct {
 	// does not manage their processes; it health-checks them and reports
 	// them up or down. An SGLang prefill worker's entry may name its
 	// bootstrap port after a space, as SGLang's router takes it:
-	// "http://10.0.0.5:30000 8998" (without one the worker's default, 8998,
-	// is used). Requires Count 0 or -1.
+	// "http://10.0.0.5:30000 8998" (without one the decode worker uses its
+	// own bootstrap port). Only context pools take one. Requires Count 0 or -1.
 	URLs []string `mapstructure:"urls" yaml:"urls" help:"URLs of pre-launched workers (health-checked only); \"URL PORT\" gives an SGLang prefill worker's bootstrap port"`
 }
 

@@ -37,6 +37,7 @@ func TestValidateNamesKey(t *testing.T) {
 		{"negative count", func(c *Config) { c.Generation.Count = -2 }, "generation.count", "must be >= 0, or -1 for 2 (none when urls are listed), got -2"},
 		{"count with urls", func(c *Config) { c.Context.Count, c.Context.URLs = 2, []string{"http://h:1"} }, "context.count", "must be 0 or unset when urls are listed, got 2"},
 		{"url entry with a bad bootstrap port", func(c *Config) { c.Context.URLs = []string{"http://h:1 99999"} }, "context.urls[0]", "bootstrap port: must be in 1..65535, got 99999"},
+		{"bootstrap port on a generation url", func(c *Config) { c.Generation.URLs = []string{"http://h:1 8998"} }, "generation.urls[0]", "a bootstrap port is for SGLang prefill (context) workers"},
 		{"url entry with three fields", func(c *Config) { c.Context.URLs = []string{"http://h:1 8998 x"} }, "context.urls[0]", `want "URL" or "URL BOOTSTRAP_PORT"`},
 		{"url scheme", func(c *Config) { c.Context.Count = 0; c.Context.URLs = []string{"h:1"} }, "context.urls[0]", "http:// or https://"},
 		{"url without host", func(c *Config) { c.Context.Count = 0; c.Context.URLs = []string{"http://"} }, "context.urls[0]", "has no host"},

@@ -103,7 +103,7 @@ func (p PoolConfig) validate(key string) error {
 	if len(p.URLs) > 0 && p.Count > 0 {
 		return fail("count", "must be 0 or unset when urls are listed, got %d (a pool is either launched by duet or pre-launched)", p.Count)
 	}
-	if err := validateURLs(key, p.URLs); err != nil {
+	if err := validateURLs(key, p.URLs, key == "context"); err != nil {
 		return err
 	}
 	if info.needsModel && p.Count > 0 && p.Model == "" {
@@ -131,12 +131,15 @@ func (p PoolConfig) validate(key string) error {
 }
 
 // validateURLs checks the pre-launched worker URLs of the pool key.
-func validateURLs(key string, urls []string) error {
+func validateURLs(key string, urls []string, bootstrapAllowed bool) error {
 	seen := map[string]int{}
 	for i, raw := range urls {
-		u, _, err := ParseURLEntry(raw)
+		u, port, err := ParseURLEntry(raw)
 		if err != nil {
 			return fmt.Errorf("%s.urls[%d]: %w", key, i, err)
+		}
+		if port != 0 && !bootstrapAllowed {
+			return fmt.Errorf("%s.urls[%d]: a bootstrap port is for SGLang prefill (context) workers, got %q", key, i, raw)
 		}
 		if j, dup := seen[u.Host]; dup {
 			return fmt.Errorf("%s.urls[%d]: %s already listed at urls[%d]", key, i, u.Host, j)

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/duet-serve/duet/orchestrator/protocol/sglang"
 	"github.com/duet-serve/duet/router"
 	"github.com/duet-serve/duet/workers"
 	"github.com/duet-serve/duet/workers/sim"
@@ -18,7 +19,7 @@ func members(ws []workers.Worker, protocol string) []router.Member {
 	out := make([]router.Member, len(ws))
 	for i, w := range ws {
 		out[i] = router.Member{ID: w.Name, URL: w.URL, Role: w.Role, Healthy: w.Healthy()}
-		if protocol == workers.SimProtocolSGLang {
+		if protocol == sglang.Name {
 			out[i].BootstrapPort = w.SidePort
 		}
 	}

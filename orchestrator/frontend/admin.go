@@ -88,7 +88,8 @@ type addRequest struct {
 	URL  string `json:"url"`
 	Role string `json:"role"`
 	// BootstrapPort is an SGLang prefill worker's bootstrap port (0 or
-	// absent: the engine's default, 8998).
+	// absent: unknown; the decode worker uses its own). Only a context or
+	// mixed worker has one.
 	BootstrapPort int `json:"bootstrap_port"`
 }
 
@@ -107,7 +108,10 @@ func (s *Server) addWorker(body []byte) error {
 		return &orchestrator.Error{Status: http.StatusBadRequest, Param: "role", Message: "role: " + err.Error()}
 	case a.BootstrapPort < 0 || a.BootstrapPort > 65535:
 		return &orchestrator.Error{Status: http.StatusBadRequest, Param: "bootstrap_port",
-			Message: fmt.Sprintf("bootstrap_port must be in 1..65535 (or 0 for the default), got %d", a.BootstrapPort)}
+			Message: fmt.Sprintf("bootstrap_port must be in 1..65535 (or 0: unknown), got %d", a.BootstrapPort)}
+	case a.BootstrapPort != 0 && !role.ServesContext():
+		return &orchestrator.Error{Status: http.StatusBadRequest, Param: "bootstrap_port",
+			Message: "bootstrap_port is an SGLang prefill worker's: a generation worker has none"}
 	}
 	return s.opts.Admin.AddWorker(router.Member{ID: a.ID, URL: strings.TrimRight(a.URL, "/"), Role: role, BootstrapPort: a.BootstrapPort})
 }

@@ -23,9 +23,15 @@ import (
 )
 
 // fakeAdmin records admin calls.
-type fakeAdmin struct{ drained []string }
+type fakeAdmin struct {
+	drained []string
+	added   []router.Member
+}
 
-func (f *fakeAdmin) AddWorker(router.Member) error { return nil }
+func (f *fakeAdmin) AddWorker(m router.Member) error {
+	f.added = append(f.added, m)
+	return nil
+}
 func (f *fakeAdmin) RemoveWorker(id string) error  { return ErrNotFound }
 func (f *fakeAdmin) SetDraining(id string, d bool) error {
 	f.drained = append(f.drained, id)
@@ -255,4 +261,83 @@ func TestHTTP10StreamIsCloseDelimited(t *testing.T) {
 	require.Contains(t, head, "text/event-stream")
 	require.Contains(t, payload, `"content":"a"`)
 	require.True(t, strings.HasSuffix(payload, "data: [DONE]\n\n"), "%q", payload)
+}
+
+// slowTRTLLMWorker is trtllmWorker streaming 200 tokens, one every 10 ms.
+func slowTRTLLMWorker(t *testing.T) string {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if strings.Contains(string(body), `"context_only"`) {
+			fmt.Fprint(w, `{"id":"c","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"a"},"finish_reason":"not_finished","disaggregated_params":{"request_type":"context_only","first_gen_tokens":[1],"ctx_request_id":7,"encoded_opaque_state":"eA=="}}]}`)
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		for i := 0; i < 200; i++ {
+			if _, err := fmt.Fprint(w, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"x\"},\"finish_reason\":null}]}\n\n"); err != nil {
+				return
+			}
+			w.(http.Flusher).Flush()
+			select {
+			case <-r.Context().Done():
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// An HTTP/1.0 stream runs on a hijacked connection: a client that leaves
+// mid-stream must still release the request's leases.
+func TestHTTP10ClientGoneReleasesLeases(t *testing.T) {
+	url := slowTRTLLMWorker(t)
+	_, pool, _, ln := testServerListener(t, []router.Member{
+		{ID: "ctx-0", URL: url, Role: disagg.RoleContext, Healthy: true},
+		{ID: "gen-0", URL: url, Role: disagg.RoleGeneration, Healthy: true},
+	}, nil)
+	conn, err := ln.Dial()
+	require.NoError(t, err)
+	body := `{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`
+	_, err = fmt.Fprintf(conn, "POST /v1/chat/completions HTTP/1.0\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+	require.NoError(t, err)
+	buf := make([]byte, 512)
+	_, err = io.ReadAtLeast(conn, buf, 200) // headers and the first events
+	require.NoError(t, err)
+	require.Positive(t, pool.Get("gen-0").InFlight(), "the stream is live")
+	require.NoError(t, conn.Close())
+	require.Eventually(t, func() bool {
+		return pool.Get("gen-0").InFlight() == 0 && pool.Get("ctx-0").InFlight() == 0
+	}, 5*time.Second, 10*time.Millisecond, "leases released after the client left")
+}
+
+func TestAdminAddWorkerBootstrapPort(t *testing.T) {
+	c, _, admin := testServer(t, bothRoles, func(c *Config) { c.AdminToken = "tok" })
+	add := func(body string) (int, string) {
+		code, _, out := do(t, c, "POST", "/admin/workers", body, "Authorization", "Bearer tok")
+		return code, out
+	}
+	code, out := add(`{"id":"p9","url":"http://10.0.0.9:30000","role":"context","bootstrap_port":9001}`)
+	require.Equal(t, 200, code, out)
+	require.Equal(t, router.Member{ID: "p9", URL: "http://10.0.0.9:30000", Role: disagg.RoleContext, BootstrapPort: 9001}, admin.added[0])
+	for body, want := range map[string]string{
+		`{"id":"p","url":"http://h:1","role":"context","bootstrap_port":70000}`:  "bootstrap_port must be in 1..65535",
+		`{"id":"p","url":"http://h:1","role":"context","bootstrap_port":-1}`:     "bootstrap_port must be in 1..65535",
+		`{"id":"d","url":"http://h:1","role":"generation","bootstrap_port":9001}`: "a generation worker has none",
+	} {
+		code, out := add(body)
+		require.Equal(t, 400, code, body)
+		require.Contains(t, out, want, body)
+		require.Contains(t, out, `"param":"bootstrap_port"`, body)
+	}
+	require.Len(t, admin.added, 1, "a rejected call changes nothing")
+}
+
+func TestClusterInfoShowsBootstrapPorts(t *testing.T) {
+	members := append([]router.Member{{ID: "ctx-1", URL: "http://127.0.0.1:3", Role: disagg.RoleContext, Healthy: true, BootstrapPort: 8999}}, bothRoles...)
+	c, _, _ := testServer(t, members, nil)
+	code, _, body := do(t, c, "GET", "/cluster_info", "")
+	require.Equal(t, 200, code)
+	require.Contains(t, body, `"id":"ctx-1","url":"http://127.0.0.1:3","role":"context","bootstrap_port":8999`)
+	require.NotContains(t, body, `"id":"ctx-0","url":"http://127.0.0.1:1","role":"context","bootstrap_port"`)
 }

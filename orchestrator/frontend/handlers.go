@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/duet-serve/duet/orchestrator"
@@ -100,23 +101,49 @@ func (s *Server) completion(ctx *fasthttp.RequestCtx, method string, ep protocol
 		}
 	}()
 	if !ctx.Request.Header.IsHTTP11() {
-		relayClosing(ctx, resp)
+		s.relayClosing(ctx, resp)
 	} else {
 		ctx.SetBodyStreamWriter(func(w *bufio.Writer) { resp.Relay(w) })
 	}
 	relayed = true
 }
 
+// hijackStartTimeout bounds the wait for fasthttp to hand over a hijacked
+// connection; past it the response is closed (fasthttp skips the hijack
+// handler only when the connection already failed).
+const hijackStartTimeout = 10 * time.Second
+
 // relayClosing streams resp to an HTTP/1.0 client, which must not get
 // Transfer-Encoding: chunked (fasthttp chunks every stream-writer body): the
 // body is delimited by closing the connection. The connection is hijacked
 // after the handler returns; duet writes the headers and relays the events
-// on it, and fasthttp closes it afterwards.
-func relayClosing(ctx *fasthttp.RequestCtx, resp *orchestrator.Response) {
+// on it, and fasthttp closes it afterwards. The relay leaves fasthttp's
+// bookkeeping, so s.hijacked tracks it for Serve's shutdown, and resp is
+// ended exactly once: by the relay, or by a guard when fasthttp never
+// hands the connection over.
+func (s *Server) relayClosing(ctx *fasthttp.RequestCtx, resp *orchestrator.Response) {
 	ctx.Response.Header.SetContentLength(-2) // identity body, Connection: close
 	header := append([]byte(nil), ctx.Response.Header.Header()...)
+	var owned atomic.Bool
+	s.hijacked.Add(1)
+	guard := time.AfterFunc(hijackStartTimeout, func() {
+		if owned.CompareAndSwap(false, true) {
+			defer s.hijacked.Done()
+			resp.Close()
+		}
+	})
 	ctx.HijackSetNoResponse(true)
 	ctx.Hijack(func(c net.Conn) {
+		if !owned.CompareAndSwap(false, true) {
+			return
+		}
+		guard.Stop()
+		defer s.hijacked.Done()
+		defer func() {
+			if p := recover(); p != nil {
+				s.opts.Log.Error("panic in HTTP/1.0 stream", zap.Any("panic", p))
+			}
+		}()
 		w := bufio.NewWriter(c)
 		if _, err := w.Write(header); err != nil {
 			resp.Close()

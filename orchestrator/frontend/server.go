@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"sync"
 	"time"
 
 	"github.com/duet-serve/duet/orchestrator"
@@ -39,6 +40,9 @@ type Server struct {
 	srv     *fasthttp.Server
 	metrics fasthttp.RequestHandler
 	started time.Time
+	// hijacked joins the HTTP/1.0 streams relayed on hijacked connections,
+	// which fasthttp's shutdown does not wait for.
+	hijacked sync.WaitGroup
 }
 
 // New builds a Server.
@@ -66,6 +70,16 @@ func New(o Options) (*Server, error) {
 	return s, nil
 }
 
+// waitHijacked waits for the hijacked streams to end, or until ctx is done.
+func (s *Server) waitHijacked(ctx context.Context) {
+	done := make(chan struct{})
+	go func() { s.hijacked.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+}
+
 // Serve serves on ln until ctx is done, then stops accepting, lets live
 // requests finish for up to 30 s, and returns.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
@@ -79,6 +93,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	err := s.srv.ShutdownWithContext(shutdownCtx)
+	s.waitHijacked(shutdownCtx)
 	s.opts.Orchestrator.Close() // join background work once no request can start any
 	if err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		return err

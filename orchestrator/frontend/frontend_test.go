@@ -32,7 +32,7 @@ func (f *fakeAdmin) AddWorker(m router.Member) error {
 	f.added = append(f.added, m)
 	return nil
 }
-func (f *fakeAdmin) RemoveWorker(id string) error  { return ErrNotFound }
+func (f *fakeAdmin) RemoveWorker(id string) error { return ErrNotFound }
 func (f *fakeAdmin) SetDraining(id string, d bool) error {
 	f.drained = append(f.drained, id)
 	return nil
@@ -321,8 +321,8 @@ func TestAdminAddWorkerBootstrapPort(t *testing.T) {
 	require.Equal(t, 200, code, out)
 	require.Equal(t, router.Member{ID: "p9", URL: "http://10.0.0.9:30000", Role: disagg.RoleContext, BootstrapPort: 9001}, admin.added[0])
 	for body, want := range map[string]string{
-		`{"id":"p","url":"http://h:1","role":"context","bootstrap_port":70000}`:  "bootstrap_port must be in 1..65535",
-		`{"id":"p","url":"http://h:1","role":"context","bootstrap_port":-1}`:     "bootstrap_port must be in 1..65535",
+		`{"id":"p","url":"http://h:1","role":"context","bootstrap_port":70000}`:   "bootstrap_port must be in 1..65535",
+		`{"id":"p","url":"http://h:1","role":"context","bootstrap_port":-1}`:      "bootstrap_port must be in 1..65535",
 		`{"id":"d","url":"http://h:1","role":"generation","bootstrap_port":9001}`: "a generation worker has none",
 	} {
 		code, out := add(body)

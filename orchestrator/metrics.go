@@ -68,6 +68,8 @@ var (
 		"1 when the worker passed its last health check.", []string{"worker", "role"}, nil)
 	workerSessionsDesc = prometheus.NewDesc("duet_worker_sessions",
 		"Conversations pinned to a worker.", []string{"worker", "role"}, nil)
+	workerEjectionsDesc = prometheus.NewDesc("duet_worker_ejections_total",
+		"Times passive health took a worker out of routing after a connect error or 5xx answers.", []string{"worker", "role"}, nil)
 	sessionsDesc = prometheus.NewDesc("duet_router_sessions", "Live sessions in the router's table.", nil, nil)
 	breaksDesc   = prometheus.NewDesc("duet_router_affinity_breaks_total", "Session affinity lost, by reason: ttl, lru, worker_gone, spill, evicted.", []string{"reason"}, nil)
 	spillsDesc   = prometheus.NewDesc("duet_router_spills_total", "Requests sent away from an overloaded pinned worker, by reason.", []string{"reason"}, nil)
@@ -78,6 +80,7 @@ func (c *workerCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- workerInFlightDesc
 	ch <- workerHealthyDesc
 	ch <- workerSessionsDesc
+	ch <- workerEjectionsDesc
 	ch <- sessionsDesc
 	ch <- breaksDesc
 	ch <- spillsDesc
@@ -95,6 +98,7 @@ func (c *workerCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(workerInFlightDesc, prometheus.GaugeValue, float64(ep.InFlight()), ep.ID, role)
 		ch <- prometheus.MustNewConstMetric(workerHealthyDesc, prometheus.GaugeValue, healthy, ep.ID, role)
 		ch <- prometheus.MustNewConstMetric(workerSessionsDesc, prometheus.GaugeValue, float64(sessions[ep.ID]), ep.ID, role)
+		ch <- prometheus.MustNewConstMetric(workerEjectionsDesc, prometheus.CounterValue, float64(ep.Ejections()), ep.ID, role)
 	}
 	ch <- prometheus.MustNewConstMetric(sessionsDesc, prometheus.GaugeValue, float64(c.router.Sessions()))
 	for _, b := range c.router.Stats().Breaks() {

@@ -303,3 +303,20 @@ func TestSaturatedWorkersAre503WithRetryAfter(t *testing.T) {
 	require.Equal(t, http.StatusServiceUnavailable, resp.Status)
 	require.Equal(t, time.Second, resp.RetryAfter)
 }
+
+// Regression (issue 11): after a gen worker was killed, every request first
+// tried it, then redid the whole request, prefill included (12 prefills for
+// 6 requests), until the periodic health check noticed. Passive health
+// ejects it at the first connection refused.
+func TestDeadGenWorkerIsEjectedAtItsFirstFailure(t *testing.T) {
+	ctx := newFakeWorker(t, ctxOK)
+	dead, live := newFakeWorker(t, genStream(2, true)), newFakeWorker(t, genStream(2, true))
+	dead.srv.Close() // connection refused from now on
+	h := newHarness(t, testConfig(), []*fakeWorker{ctx}, []*fakeWorker{dead, live})
+	for i := 0; i < 6; i++ {
+		resp, out := h.run(testChatBody(false, ""), nil)
+		require.Equal(t, http.StatusOK, resp.Status, out)
+	}
+	require.LessOrEqual(t, len(ctx.calls()), 7, "one redone prefill at most, not one per request")
+	require.Equal(t, int64(1), h.pool.Get("gen-0").Ejections())
+}

@@ -63,6 +63,7 @@ func (o *Orchestrator) contextPhase(req *Request, ep *router.Endpoint, in protoc
 	}
 	start := o.now()
 	rep, err := o.up.post(ep.URL, req.Endpoint.Path(), r, req.ID, start.Add(o.cfg.ContextTimeout))
+	o.observe(ep, rep.status, err)
 	t.ctxDur = o.now().Sub(start)
 	o.metrics.phase.WithLabelValues(phaseContext).Observe(t.ctxDur.Seconds())
 	if err != nil {
@@ -105,6 +106,7 @@ func (o *Orchestrator) concurrent(req *Request, pair *router.Pair, in protocol.I
 		defer ctxLease.Release()
 		ep := ctxLease.Endpoint()
 		rep, err := o.up.post(ep.URL, req.Endpoint.Path(), ctxReq, req.ID, o.now().Add(o.cfg.ContextTimeout))
+		o.observe(ep, rep.status, err)
 		if err != nil || rep.status != http.StatusOK {
 			o.log.Warn("sglang prefill leg failed", zap.String("request_id", req.ID), zap.String("worker", ep.ID),
 				zap.Int("status", rep.status), zap.Error(err))
@@ -121,6 +123,7 @@ func (o *Orchestrator) generate(req *Request, pair *router.Pair, r protocol.Requ
 	handle := c != nil // a KV handle from a context phase rides on this request
 	if !req.Stream {
 		rep, err := o.up.post(ep.URL, req.Endpoint.Path(), r, req.ID, start.Add(o.cfg.StreamTotalTimeout))
+		o.observe(ep, rep.status, err)
 		if err != nil {
 			return nil, &workerError{phase: phaseGeneration, worker: ep.ID, timeout: errors.Is(err, errTimeout), err: err}
 		}
@@ -140,6 +143,11 @@ func (o *Orchestrator) generate(req *Request, pair *router.Pair, r protocol.Requ
 	}
 	firstBy := start.Add(o.cfg.FirstEventTimeout) // one budget for headers and first event
 	st, err := o.up.openStream(ep.URL, req.Endpoint.Path(), r, req.ID, firstBy, start.Add(o.cfg.StreamTotalTimeout+streamSlack))
+	if st != nil {
+		o.observe(ep, st.status, nil)
+	} else {
+		o.observe(ep, 0, err)
+	}
 	if err != nil {
 		return nil, &workerError{phase: phaseGeneration, worker: ep.ID, timeout: errors.Is(err, errTimeout), err: err}
 	}

@@ -81,8 +81,24 @@ func newRequest(base, path string, r protocol.Request, requestID string) *fastht
 	return req
 }
 
-// errTimeout marks a call that hit its deadline.
-var errTimeout = errors.New("timed out")
+// errTimeout marks a call that hit its deadline; errPoolBusy one that
+// found no free pooled connection (duet's limit, not the worker's fault).
+var (
+	errTimeout  = errors.New("timed out")
+	errPoolBusy = errors.New("no free upstream connection")
+)
+
+// classify wraps fasthttp's errors that passive health must not take for a
+// dead worker.
+func classify(err error) error {
+	switch {
+	case errors.Is(err, fasthttp.ErrTimeout):
+		return fmt.Errorf("%w: %v", errTimeout, err)
+	case errors.Is(err, fasthttp.ErrNoFreeConns):
+		return fmt.Errorf("%w: %v", errPoolBusy, err)
+	}
+	return err
+}
 
 // reply is a whole worker response, its body copied out of fasthttp.
 type reply struct {
@@ -101,10 +117,7 @@ func (u *upstream) post(base, path string, r protocol.Request, requestID string,
 	resp := fasthttp.AcquireResponse()
 	defer fasthttp.ReleaseResponse(resp)
 	if err := hc.DoDeadline(req, resp, deadline); err != nil {
-		if errors.Is(err, fasthttp.ErrTimeout) {
-			return reply{}, fmt.Errorf("%w: %v", errTimeout, err)
-		}
-		return reply{}, err
+		return reply{}, classify(err)
 	}
 	return reply{status: resp.StatusCode(), body: append([]byte(nil), resp.Body()...)}, nil
 }
@@ -161,7 +174,7 @@ func (u *upstream) openStream(base, path string, r protocol.Request, requestID s
 	case err := <-done:
 		if err != nil {
 			fasthttp.ReleaseResponse(resp)
-			return nil, err
+			return nil, classify(err)
 		}
 		body := resp.BodyStream()
 		if body == nil { // fasthttp had the whole body already

@@ -49,12 +49,21 @@ type Config struct {
 	// KVBlocksPerWorker is how many block hashes kv-aware remembers per
 	// worker, an estimate of its cache (default 14000).
 	KVBlocksPerWorker int `mapstructure:"kv_blocks_per_worker" help:"kv-aware: block hashes remembered per worker"`
+	// EjectBackoff is how long passive health first takes a failing worker
+	// out of routing; it doubles with each ejection in a row (default 1s).
+	EjectBackoff time.Duration `mapstructure:"eject_backoff" help:"passive health: first ejection of a failing worker (doubles per ejection in a row)"`
+	// EjectMaxBackoff bounds the ejection time (default 30s).
+	EjectMaxBackoff time.Duration `mapstructure:"eject_max_backoff" help:"passive health: longest ejection"`
+	// EjectAfter5xx is how many 5xx answers in a row eject a worker
+	// (default 3; a connect error ejects at once).
+	EjectAfter5xx int `mapstructure:"eject_after_5xx" help:"passive health: 5xx answers in a row that eject a worker"`
 }
 
 // Defaults returns the default configuration.
 func Defaults() Config {
 	return Config{Policy: PolicyConversation, TokensPerBlock: 32, MaxSessions: 100000, SessionTTL: 60 * time.Minute,
-		SpillLoadFactor: 2.0, SpillMinTokens: 16384, SpillMarginTokens: 0, VirtualNodes: 100, Fallback: 2, LoadWeight: 1.0, KVBlocksPerWorker: 14000}
+		SpillLoadFactor: 2.0, SpillMinTokens: 16384, SpillMarginTokens: 0, VirtualNodes: 100, Fallback: 2, LoadWeight: 1.0, KVBlocksPerWorker: 14000,
+		EjectBackoff: time.Second, EjectMaxBackoff: 30 * time.Second, EjectAfter5xx: 3}
 }
 
 // Validate checks the configuration; errors name the key.
@@ -85,6 +94,12 @@ func (c Config) Validate() error {
 		return fmt.Errorf("load_weight: must be >= 0, got %g", c.LoadWeight)
 	case c.KVBlocksPerWorker < 1:
 		return fmt.Errorf("kv_blocks_per_worker: must be >= 1, got %d", c.KVBlocksPerWorker)
+	case c.EjectBackoff <= 0:
+		return fmt.Errorf("eject_backoff: must be > 0, got %s", c.EjectBackoff)
+	case c.EjectMaxBackoff < c.EjectBackoff:
+		return fmt.Errorf("eject_max_backoff: must be >= eject_backoff (%s), got %s", c.EjectBackoff, c.EjectMaxBackoff)
+	case c.EjectAfter5xx < 1:
+		return fmt.Errorf("eject_after_5xx: must be >= 1, got %d", c.EjectAfter5xx)
 	}
 	return nil
 }

@@ -29,6 +29,12 @@ type Endpoint struct {
 	draining atomic.Bool
 	load     atomic.Int64 // token-weighted load of live leases
 	inflight atomic.Int64 // live leases
+
+	// Passive health (outlier.go).
+	ejectedUntil atomic.Int64 // unix nanoseconds; out of routing before it
+	ejectStreak  atomic.Int32 // ejections since the last success
+	fails5xx     atomic.Int32 // 5xx answers in a row
+	ejections    atomic.Int64 // ejections ever
 }
 
 // NewEndpoint returns an endpoint that starts healthy with zero load.

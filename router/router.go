@@ -127,6 +127,7 @@ type Router struct {
 	conv   *Conversation // set when the policy is conversation
 	kv     *KVAware      // set when the policy is kv-aware
 	stats  *Stats
+	now    func() time.Time
 }
 
 // New returns a router over pool. now may be nil (time.Now).
@@ -137,7 +138,7 @@ func New(pool *Pool, cfg Config, now func() time.Time) (*Router, error) {
 	if now == nil {
 		now = time.Now
 	}
-	r := &Router{pool: pool, cfg: cfg, stats: newStats()}
+	r := &Router{pool: pool, cfg: cfg, stats: newStats(), now: now}
 	switch cfg.Policy {
 	case PolicyConversation:
 		r.conv = newConversation(cfg, now, r.stats)
@@ -200,11 +201,12 @@ func (r *Router) memberIDs() map[string]bool {
 // not expect it to hold), the gen lease with the tokens its sequence will
 // hold (prompt + output limit).
 func (r *Router) Route(req *Request) (*Pair, error) {
-	ctxCands := filter(r.pool.Available(disagg.RoleContext), req.ExcludeCtx)
+	now := r.now()
+	ctxCands := withoutEjected(filter(r.pool.Available(disagg.RoleContext), req.ExcludeCtx), now)
 	if len(ctxCands) == 0 {
 		return nil, &NoWorkerError{Role: disagg.RoleContext}
 	}
-	genCands := filter(r.pool.Available(disagg.RoleGeneration), req.ExcludeGen)
+	genCands := withoutEjected(filter(r.pool.Available(disagg.RoleGeneration), req.ExcludeGen), now)
 	if len(genCands) == 0 {
 		return nil, &NoWorkerError{Role: disagg.RoleGeneration}
 	}

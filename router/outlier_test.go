@@ -1,0 +1,63 @@
+package router
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestPassiveHealthEjectsAndReadmits(t *testing.T) {
+	p := fleet(1, 2)
+	r, clk := convRouter(t, p, func(c *Config) {
+		c.Policy = PolicyRoundRobin
+		c.EjectBackoff, c.EjectMaxBackoff, c.EjectAfter5xx = time.Second, 3*time.Second, 3
+	})
+	dead, other := p.Get("gen-0"), p.Get("gen-1")
+	routesTo := func(n int) map[string]int {
+		seen := map[string]int{}
+		for i := 0; i < n; i++ {
+			seen[route(t, r, req("", tokens(0, 4))).Gen.Endpoint().ID]++
+		}
+		return seen
+	}
+
+	require.Equal(t, time.Second, r.ReportFailure(dead, FailureConnect), "a connect error ejects at once")
+	require.Equal(t, map[string]int{"gen-1": 4}, routesTo(4), "an ejected worker gets no requests")
+	clk.advance(time.Second)
+	require.Equal(t, 2, routesTo(4)["gen-0"], "after the backoff it is tried again (half-open)")
+	require.Equal(t, 2*time.Second, r.ReportFailure(dead, FailureConnect), "failing again doubles the backoff")
+	clk.advance(2 * time.Second)
+	require.Equal(t, 3*time.Second, r.ReportFailure(dead, FailureConnect), "capped at eject_max_backoff")
+	clk.advance(3 * time.Second)
+	r.ReportSuccess(dead)
+	require.Equal(t, time.Second, r.ReportFailure(dead, FailureConnect), "a success resets the backoff")
+	require.Equal(t, int64(4), dead.Ejections())
+	clk.advance(time.Second)
+
+	for i := 0; i < 2; i++ {
+		require.Zero(t, r.ReportFailure(other, FailureServer), "5xx answers eject only in a burst")
+	}
+	r.ReportSuccess(other)
+	require.Zero(t, r.ReportFailure(other, FailureServer), "a success in between restarts the count")
+	require.Zero(t, r.ReportFailure(other, FailureServer))
+	require.Equal(t, time.Second, r.ReportFailure(other, FailureServer), "the third 5xx in a row ejects")
+
+	r.ReportFailure(dead, FailureConnect)
+	require.Len(t, routesTo(2), 2, "when every gen worker is ejected, all of them stay candidates")
+}
+
+func TestPassiveHealthConfigNamesKeys(t *testing.T) {
+	for _, tc := range []struct {
+		mutate func(*Config)
+		want   string
+	}{
+		{func(c *Config) { c.EjectBackoff = 0 }, "eject_backoff: must be > 0, got 0s"},
+		{func(c *Config) { c.EjectMaxBackoff = time.Millisecond }, "eject_max_backoff: must be >= eject_backoff (1s), got 1ms"},
+		{func(c *Config) { c.EjectAfter5xx = 0 }, "eject_after_5xx: must be >= 1, got 0"},
+	} {
+		cfg := Defaults()
+		tc.mutate(&cfg)
+		require.EqualError(t, cfg.Validate(), tc.want)
+	}
+}

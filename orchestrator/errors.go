@@ -92,6 +92,14 @@ func (e *workerError) Error() string {
 
 func (e *workerError) Unwrap() error { return e.err }
 
+// refusedHandle reports a gen worker's 4xx to a request carrying a KV
+// handle: the handle may be spent or expired (worth one fresh context
+// phase), or the gen worker rejects what the ctx worker accepted (then
+// retrying cannot help).
+func (e *workerError) refusedHandle() bool {
+	return e.afterHandle && e.status >= 400 && e.status < 500 && e.status != http.StatusTooManyRequests
+}
+
 func (e *workerError) retryable() bool {
 	return e.status == 0 || e.status >= 500 || e.status == http.StatusTooManyRequests || e.afterHandle
 }

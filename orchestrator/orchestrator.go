@@ -132,6 +132,7 @@ func (o *Orchestrator) serve(req *Request, t *trace) (*Response, error) {
 	rr := &router.Request{SessionKey: req.SessionKey, RequestID: req.ID, Tokens: req.Tokens, Hashes: req.Hashes,
 		MaxTokens: req.MaxTokens}
 	var last *workerError
+	handleRetried := false // a gen 4xx to a handle gets one fresh context phase
 	for attempt := 0; attempt <= o.cfg.MaxRetries; attempt++ {
 		pair, err := o.router.Route(rr)
 		if err != nil {
@@ -159,9 +160,10 @@ func (o *Orchestrator) serve(req *Request, t *trace) (*Response, error) {
 		}
 		o.log.Warn("worker failed", zap.String("request_id", req.ID), zap.String("phase", we.phase),
 			zap.String("worker", we.worker), zap.Int("attempt", attempt), zap.Error(we))
-		if !we.retryable() {
-			return nil, we.clientError()
+		if !we.retryable() || (we.refusedHandle() && handleRetried) {
+			return nil, we.clientError() // a second refusal is about the request, not the handle
 		}
+		handleRetried = handleRetried || we.refusedHandle()
 		last = we
 		o.metrics.retries.WithLabelValues(we.phase).Inc()
 		switch {

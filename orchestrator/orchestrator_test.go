@@ -19,7 +19,7 @@ func TestStreamRelaysAndPatchesUsage(t *testing.T) {
 	ctx := newFakeWorker(t, ctxOK)
 	gen := newFakeWorker(t, genStream(3, true))
 	h := newHarness(t, testConfig(), []*fakeWorker{ctx}, []*fakeWorker{gen})
-	resp, out := h.run(testChatBody(true, `,"stream_options":{"include_usage":true},"nvext":{"k":1}`), map[string]string{"X-Correlation-ID": "sess-1"})
+	resp, out := h.run(testChatBody(true, `,"stream_options":{"include_usage":true},"top_k":5,"nvext":{"k":1}`), map[string]string{"X-Correlation-ID": "sess-1"})
 	require.Equal(t, http.StatusOK, resp.Status)
 	require.Contains(t, out, `" t0"`)
 	require.True(t, strings.HasSuffix(out, "data: [DONE]\n\n"))
@@ -36,7 +36,8 @@ func TestStreamRelaysAndPatchesUsage(t *testing.T) {
 	require.NoError(t, json.Unmarshal(genBody["disaggregated_params"], &dp))
 	require.JSONEq(t, `"generation_only"`, string(dp["request_type"]))
 	require.Equal(t, "18446744073709551615", string(dp["ctx_request_id"]), "64-bit handle relayed byte for byte")
-	require.JSONEq(t, `{"k":1}`, string(genBody["nvext"]), "unknown client fields reach the worker")
+	require.JSONEq(t, `5`, string(genBody["top_k"]), "client fields duet does not own reach the worker")
+	require.NotContains(t, genBody, "nvext", "trtllm-serve rejects the nvext extension (extra_forbidden)")
 }
 
 func TestClientInternalFieldsNeverForwarded(t *testing.T) {
@@ -113,7 +114,11 @@ func TestContextFinishedKeepsContent(t *testing.T) {
 	for _, stream := range []bool{false, true} {
 		gen := newFakeWorker(t, genStream(1, true))
 		h := newHarness(t, testConfig(), []*fakeWorker{newFakeWorker(t, ctxFinished)}, []*fakeWorker{gen})
-		resp, out := h.run(testChatBody(stream, `,"stream_options":{"include_usage":true}`), nil)
+		extra := ""
+		if stream {
+			extra = `,"stream_options":{"include_usage":true}`
+		}
+		resp, out := h.run(testChatBody(stream, extra), nil)
 		require.Equal(t, http.StatusOK, resp.Status)
 		require.Contains(t, out, `Bye`)
 		require.Contains(t, out, `"finish_reason":"stop"`)
@@ -319,4 +324,37 @@ func TestDeadGenWorkerIsEjectedAtItsFirstFailure(t *testing.T) {
 	}
 	require.LessOrEqual(t, len(ctx.calls()), 7, "one redone prefill at most, not one per request")
 	require.Equal(t, int64(1), h.pool.Get("gen-0").Ejections())
+}
+
+// Regression (conformance suite): stream_options without stream and
+// min_tokens above the output limit were hidden from the context leg (which
+// drops those keys) and refused only by the gen worker, after three context
+// phases. Every engine rejects them: duet answers 400 before any call.
+func TestRequestsEveryEngineRejectsNeverReachAWorker(t *testing.T) {
+	ctx, gen := newFakeWorker(t, ctxOK), newFakeWorker(t, genStream(1, true))
+	h := newHarness(t, testConfig(), []*fakeWorker{ctx}, []*fakeWorker{gen})
+	for extra, param := range map[string]string{
+		`,"stream_options":{"include_usage":true}`:  "stream_options",
+		`,"max_tokens":4,"min_tokens":8`:            "min_tokens",
+		`,"max_completion_tokens":4,"min_tokens":8`: "min_tokens",
+	} {
+		resp, out := h.run(testChatBody(false, extra), nil)
+		require.Equal(t, http.StatusBadRequest, resp.Status, extra)
+		require.Contains(t, out, `"param":"`+param+`"`, extra)
+	}
+	require.Empty(t, ctx.calls())
+	resp, _ := h.run(testChatBody(false, `,"stream_options":null,"max_tokens":8,"min_tokens":8`), nil)
+	require.Equal(t, http.StatusOK, resp.Status, "null stream_options and min_tokens equal to the limit are fine")
+}
+
+// A gen worker that refuses what the ctx worker accepted gets one fresh
+// context phase (the handle may have been spent), not one per retry.
+func TestGenRefusalIsRetriedOnce(t *testing.T) {
+	ctx, gen := newFakeWorker(t, ctxOK), newFakeWorker(t, status(400))
+	h := newHarness(t, testConfig(), []*fakeWorker{ctx}, []*fakeWorker{gen})
+	resp, out := h.run(testChatBody(false, ""), nil)
+	require.Equal(t, http.StatusBadRequest, resp.Status)
+	require.Contains(t, out, "fake 400")
+	require.Len(t, ctx.calls(), 2)
+	require.Len(t, gen.calls(), 2)
 }

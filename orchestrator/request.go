@@ -142,6 +142,13 @@ func (o *Orchestrator) checkChat(r *openai.ChatRequest, req *Request) error {
 	if len(r.Messages) == 0 {
 		return badRequest("messages", "messages must be a non-empty array")
 	}
+	limitKey := "max_tokens"
+	if r.MaxCompletionTokens != nil {
+		limitKey = "max_completion_tokens"
+	}
+	if err := checkStreamAndMinTokens(r.Stream, r.StreamOptions, r.MinTokens, r.Limit(), limitKey); err != nil {
+		return err
+	}
 	msgs := make([]tokenizer.ChatMessage, len(r.Messages))
 	for i, m := range r.Messages {
 		if !openai.ValidRole(m.Role) {
@@ -174,6 +181,9 @@ func (o *Orchestrator) checkCompletion(r *openai.CompletionRequest, req *Request
 	case r.Prompt.Batched():
 		return badRequest("prompt", "batched prompts are not supported: send one prompt per request")
 	}
+	if err := checkStreamAndMinTokens(r.Stream, r.StreamOptions, r.MinTokens, r.Limit(), "max_tokens"); err != nil {
+		return err
+	}
 	text, tokens, isTokens := r.Prompt.Single()
 	if isTokens {
 		req.Tokens = tokens
@@ -185,6 +195,21 @@ func (o *Orchestrator) checkCompletion(r *openai.CompletionRequest, req *Request
 	}
 	o.fill(req, r.Model, r.Stream, r.StreamOptions, r.Limit())
 	req.User, req.CacheSalt = r.User, r.CacheSalt
+	return nil
+}
+
+// checkStreamAndMinTokens rejects what every engine rejects, before any
+// worker is called: stream_options without stream (OpenAI, vLLM and
+// TensorRT-LLM answer 400; duet's context phase would hide it by dropping
+// the key), and min_tokens above the output limit (vLLM 400s it on the
+// decode leg only, after a prefill).
+func checkStreamAndMinTokens(stream bool, so *openai.StreamOptions, minTokens *int, limit int, limitKey string) error {
+	switch {
+	case so != nil && !stream:
+		return badRequest("stream_options", "stream_options is only allowed when stream is true")
+	case minTokens != nil && limit > 0 && *minTokens > limit:
+		return badRequest("min_tokens", "min_tokens (%d) must not exceed %s (%d)", *minTokens, limitKey, limit)
+	}
 	return nil
 }
 

@@ -24,6 +24,11 @@ const (
 	keyConversationID  = "conversation_id"
 	keyCtxUsage        = "ctx_usage"
 	keyCtxRequestID    = "ctx_request_id"
+
+	// keyNVExt is NVIDIA's gateway extension (NIM, Dynamo): trtllm-serve's
+	// request models forbid unknown keys (400 extra_forbidden,
+	// openai_protocol.py), so it is dropped on both legs.
+	keyNVExt = "nvext"
 )
 
 // Adapter speaks TensorRT-LLM's context-first protocol. The zero value is
@@ -41,7 +46,8 @@ func (*Adapter) Name() string { return Name }
 // Concurrent returns false: the context phase runs first.
 func (*Adapter) Concurrent() bool { return false }
 
-// ContextRequest returns the context-only request: the client's body with
+// ContextRequest returns the context-only request: the client's body
+// (without nvext) with
 // disaggregated_params {request_type, disagg_request_id, conversation_id
 // (omitted when empty)}, stream false and stream_options null.
 func (*Adapter) ContextRequest(in protocol.Input) (protocol.Request, error) {
@@ -49,6 +55,7 @@ func (*Adapter) ContextRequest(in protocol.Input) (protocol.Request, error) {
 	if err != nil {
 		return protocol.Request{}, err
 	}
+	body.Delete(keyNVExt)
 	params := wire.Object{
 		keyRequestType:     wire.String(disagg.RequestContextOnly),
 		keyDisaggRequestID: wire.Uint(in.RequestID),
@@ -126,6 +133,7 @@ func (*Adapter) GenerationRequest(in protocol.Input, ctx protocol.Context) (prot
 	if err != nil {
 		return protocol.Request{}, err
 	}
+	body.Delete(keyNVExt)
 	params, err := wire.DecodeObject(ctx.Handle)
 	if err != nil {
 		return protocol.Request{}, fmt.Errorf("%s: %w: handle: %w", Name, protocol.ErrBadInput, err)

@@ -108,7 +108,7 @@ func readChoice(ch *fastjson.Value, c *chunk) {
 				c.finish = reason
 			}
 			c.failed = c.failed || openai.IsFailureFinishReason(reason)
-			c.oddFinish = c.oddFinish || (reason != "" && !openai.IsOpenAIFinishReason(reason) && !openai.IsFailureFinishReason(reason))
+			c.oddFinish = c.oddFinish || engineOnlyReason(reason)
 		case "text":
 			c.content = c.content || len(f.GetStringBytes()) > 0
 		case "message":
@@ -187,12 +187,18 @@ func (r *chunkReader) rewrite(data []byte, c chunk, ctx *protocol.Context) ([]by
 	return r.out, u
 }
 
+// engineOnlyReason reports a finish reason an engine invented
+// (remote_decode, not_finished, repetition, ...): neither OpenAI's nor a
+// failure. Clients get "stop" instead.
+func engineOnlyReason(reason string) bool {
+	return reason != "" && !openai.IsOpenAIFinishReason(reason) && !openai.IsFailureFinishReason(reason)
+}
+
 // normaliseFinish sets each choice's finish reason that OpenAI does not
 // define (remote_decode, not_finished, ...) to "stop"; the others are kept.
 func (r *chunkReader) normaliseFinish(v *fastjson.Value) {
 	for _, ch := range v.GetArray("choices") {
-		reason := string(ch.GetStringBytes("finish_reason"))
-		if reason != "" && !openai.IsOpenAIFinishReason(reason) && !openai.IsFailureFinishReason(reason) {
+		if engineOnlyReason(string(ch.GetStringBytes("finish_reason"))) {
 			ch.Set("finish_reason", r.arena.NewString(openai.FinishStop))
 		}
 	}

@@ -146,21 +146,22 @@ const maxRelayedText = 300
 // a message naming the phase's worker and its status, with the body's
 // first bytes.
 func relayedError(phase string, status int, body []byte) *Error {
-	return workerErrorBody(status, body, describeWorkerError(phase+" worker answered status "+strconv.Itoa(status), body))
+	return workerErrorBody(status, body, phase+" worker answered status "+strconv.Itoa(status))
 }
 
 // eventError is a gen worker's error event as the client sees it, in
 // OpenAI's shape (see relayedError); the stream's status is already 200.
 func eventError(data []byte) *Error {
-	return workerErrorBody(http.StatusBadGateway, data, describeWorkerError("generation worker sent an error event", data))
+	return workerErrorBody(http.StatusBadGateway, data, "generation worker sent an error event")
 }
 
 // workerErrorBody reads a worker's error body into an Error with status;
-// fallback is the message when the body has none of its own.
-func workerErrorBody(status int, body []byte, fallback string) *Error {
+// without a message of its own, the message says what happened and quotes
+// the body.
+func workerErrorBody(status int, body []byte, what string) *Error {
 	d := readWorkerError(status, body)
 	if d.Message == "" {
-		d.Message = fallback
+		d.Message = withBody(what, "", body)
 	}
 	b, _ := json.Marshal(openai.ErrorBody{Error: d})
 	return &Error{Status: status, Type: d.Type, Message: d.Message, Body: b}
@@ -169,8 +170,13 @@ func workerErrorBody(status int, body []byte, fallback string) *Error {
 // describeWorkerError is what happened followed by the worker's own message
 // or, without one, the body's first bytes ("... with an empty body").
 func describeWorkerError(what string, body []byte) string {
-	if m := readWorkerError(0, body).Message; m != "" {
-		return what + ": " + m
+	return withBody(what, readWorkerError(0, body).Message, body)
+}
+
+// withBody is what followed by message, else by the body's first bytes.
+func withBody(what, message string, body []byte) string {
+	if message != "" {
+		return what + ": " + message
 	}
 	if text := bytes.TrimSpace(body); len(text) > 0 {
 		return what + ": " + string(truncate(text, maxRelayedText))

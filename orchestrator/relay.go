@@ -50,6 +50,7 @@ type relay struct {
 	stop          chan struct{}
 	joined        sync.WaitGroup
 	first         sseEvent
+	firstChunk    chunk // first, as awaitFirst read it
 	finished      bool  // a finish_reason was seen
 	workerErr     error // the worker ended the stream with its own error event
 	contentEvents int   // events with text: the output token count when usage is absent
@@ -105,7 +106,7 @@ func (rl *relay) awaitFirst(firstBy time.Time) error {
 		if c.isError {
 			return fmt.Errorf("worker error event: %s", eventError(ev.data).Message)
 		}
-		rl.first = ev
+		rl.first, rl.firstChunk = ev, c // emitted as read: nothing parses in between
 		return nil
 	case <-timer.C:
 		return fmt.Errorf("%w: no event within %s", errTimeout, rl.o.cfg.FirstEventTimeout)
@@ -154,7 +155,7 @@ func (rl *relay) run(w *bufio.Writer) {
 }
 
 func (rl *relay) loop(w *bufio.Writer) (int, error) {
-	if err := rl.forward(w, rl.first.data); err != nil {
+	if err := rl.emit(w, rl.first.data, rl.firstChunk); err != nil {
 		return rl.halt(w, err)
 	}
 	ping := time.NewTicker(rl.o.cfg.PingInterval)
@@ -263,6 +264,11 @@ func (rl *relay) forward(w *bufio.Writer, data []byte) error {
 	if err := eventFailure(c, err, data); err != nil {
 		return err
 	}
+	return rl.emit(w, data, c)
+}
+
+// emit writes one event read into c (see forward).
+func (rl *relay) emit(w *bufio.Writer, data []byte, c chunk) error {
 	if c.isError {
 		e := eventError(data)
 		rl.workerErr = fmt.Errorf("generation worker error event: %s", e.Message)

@@ -53,11 +53,11 @@ type sglRoom struct {
 // servers, decode workers, and the rooms between them.
 type sglFakes struct {
 	fakeFleet
+	variantSlot[sglVariant]
 	bootstrapPorts []int             // ctx[i]'s bootstrap port
 	ranks          map[string]string // rank_ip:rank_port → prefill name; fixed at start
 
-	mu    sync.Mutex // guards v and rooms
-	v     sglVariant
+	mu    sync.Mutex // guards rooms
 	rooms map[uint64]*sglRoom
 }
 
@@ -70,9 +70,7 @@ func startSGLangFakes(t *testing.T, nCtx, nGen int) *sglFakes {
 		c.ranks[fmt.Sprintf("127.0.0.1:%d", rankPort)] = e.name
 		c.bootstrapPorts = append(c.bootstrapPorts, startBootstrapServer(t, rankPort))
 	}
-	for i := 0; i < nGen; i++ {
-		c.gen = append(c.gen, startEngine(t, fmt.Sprintf("gen-%d", i), c.serve))
-	}
+	c.gen = startPool(t, "gen", nGen, c.serve)
 	return c
 }
 
@@ -93,18 +91,6 @@ func (c *sglFakes) bootstrapPort(name string) int {
 		}
 	}
 	return -1
-}
-
-func (c *sglFakes) set(v sglVariant) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.v = v
-}
-
-func (c *sglFakes) variant() sglVariant {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.v
 }
 
 // startBootstrapServer runs a prefill's bootstrap server (sglang.md §6:

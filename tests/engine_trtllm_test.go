@@ -70,9 +70,9 @@ type trtIssue struct {
 // issued, which generation workers pull.
 type trtFakes struct {
 	fakeFleet
+	variantSlot[trtVariant]
 
 	mu       sync.Mutex // guards the fields below
-	v        trtVariant
 	byCtxID  map[string]*trtIssue
 	byDisagg map[string]*trtIssue
 	seq      uint64
@@ -80,25 +80,9 @@ type trtFakes struct {
 
 func startTRTFakes(t *testing.T, nCtx, nGen int) *trtFakes {
 	c := &trtFakes{byCtxID: map[string]*trtIssue{}, byDisagg: map[string]*trtIssue{}}
-	for i := 0; i < nCtx; i++ {
-		c.ctx = append(c.ctx, startEngine(t, fmt.Sprintf("ctx-%d", i), c.serve))
-	}
-	for i := 0; i < nGen; i++ {
-		c.gen = append(c.gen, startEngine(t, fmt.Sprintf("gen-%d", i), c.serve))
-	}
+	c.ctx = startPool(t, "ctx", nCtx, c.serve)
+	c.gen = startPool(t, "gen", nGen, c.serve)
 	return c
-}
-
-func (c *trtFakes) set(v trtVariant) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.v = v
-}
-
-func (c *trtFakes) variant() trtVariant {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.v
 }
 
 // issueFor returns the handle issued to the attempt with disagg_request_id

@@ -64,9 +64,9 @@ type vllmHandle struct {
 // handles the prefills issued, as NIXL would find them.
 type vllmFakes struct {
 	fakeFleet
+	variantSlot[vllmVariant]
 
-	mu      sync.Mutex // guards the fields below
-	v       vllmVariant
+	mu      sync.Mutex             // guards the fields below
 	handles map[string]*vllmHandle // by remote_request_id
 	issued  map[string][]byte      // X-Request-Id → the raw kv_transfer_params P answered
 	seq     int
@@ -74,26 +74,9 @@ type vllmFakes struct {
 
 func startVLLMFakes(t *testing.T, nCtx, nGen int) *vllmFakes {
 	c := &vllmFakes{handles: map[string]*vllmHandle{}, issued: map[string][]byte{}}
-	for i := 0; i < nCtx; i++ {
-		c.ctx = append(c.ctx, startEngine(t, fmt.Sprintf("ctx-%d", i), c.serve))
-	}
-	for i := 0; i < nGen; i++ {
-		c.gen = append(c.gen, startEngine(t, fmt.Sprintf("gen-%d", i), c.serve))
-	}
+	c.ctx = startPool(t, "ctx", nCtx, c.serve)
+	c.gen = startPool(t, "gen", nGen, c.serve)
 	return c
-}
-
-// set configures the variant for the next requests.
-func (c *vllmFakes) set(v vllmVariant) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.v = v
-}
-
-func (c *vllmFakes) variant() vllmVariant {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.v
 }
 
 // issuedParams returns the kv_transfer_params a P answered the request id

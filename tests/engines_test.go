@@ -128,6 +128,36 @@ func (e *fakeEngine) reset() {
 	e.calls = nil
 }
 
+// startPool starts n fake engines named prefix-0, prefix-1, ... served by h.
+func startPool(t *testing.T, prefix string, n int, h engineHandler) []*fakeEngine {
+	var out []*fakeEngine
+	for i := 0; i < n; i++ {
+		out = append(out, startEngine(t, fmt.Sprintf("%s-%d", prefix, i), h))
+	}
+	return out
+}
+
+// variantSlot holds the response variant a fake fleet plays: the test sets
+// it between subtests while the fakes' handlers read it.
+type variantSlot[T any] struct {
+	mu sync.Mutex // guards v
+	v  T
+}
+
+// set configures the variant for the next requests.
+func (s *variantSlot[T]) set(v T) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.v = v
+}
+
+// variant returns the variant in force.
+func (s *variantSlot[T]) variant() T {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.v
+}
+
 // fakeFleet is one protocol's fake workers: the context pool and the
 // generation pool, in duet's order (ctx-0 is the first urls entry).
 type fakeFleet struct {

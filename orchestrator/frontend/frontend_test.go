@@ -215,9 +215,10 @@ func mustField(t *testing.T, body, key string) string {
 	return string(m[key])
 }
 
-// trtllmWorker answers context-only requests with a handle and streams
-// three tokens otherwise.
-func trtllmWorker(t *testing.T) string {
+// trtllmWorker answers context-only requests with a handle and streams n
+// tokens ("a", "b", ...), one every gap, then a stop chunk and [DONE]. It
+// stops early when the caller goes away.
+func trtllmWorker(t *testing.T, n int, gap time.Duration) string {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		if strings.Contains(string(body), `"context_only"`) {
@@ -225,8 +226,16 @@ func trtllmWorker(t *testing.T) string {
 			return
 		}
 		w.Header().Set("Content-Type", "text/event-stream")
-		for _, tok := range []string{"a", "b", "c"} {
-			fmt.Fprintf(w, "data: {\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{\"content\":%q},\"finish_reason\":null}]}\n\n", tok)
+		for i := 0; i < n; i++ {
+			if _, err := fmt.Fprintf(w, "data: {\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{\"content\":%q},\"finish_reason\":null}]}\n\n", string(rune('a'+i%26))); err != nil {
+				return
+			}
+			w.(http.Flusher).Flush()
+			select {
+			case <-r.Context().Done():
+				return
+			case <-time.After(gap):
+			}
 		}
 		fmt.Fprint(w, "data: {\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n")
 	}))
@@ -238,7 +247,7 @@ func trtllmWorker(t *testing.T) string {
 // Transfer-Encoding: chunked, which HTTP/1.0 forbids; the body must be
 // delimited by closing the connection.
 func TestHTTP10StreamIsCloseDelimited(t *testing.T) {
-	url := trtllmWorker(t)
+	url := trtllmWorker(t, 3, 0)
 	_, _, _, ln := testServerListener(t, []router.Member{
 		{ID: "ctx-0", URL: url, Role: disagg.RoleContext, Healthy: true},
 		{ID: "gen-0", URL: url, Role: disagg.RoleGeneration, Healthy: true},
@@ -263,35 +272,10 @@ func TestHTTP10StreamIsCloseDelimited(t *testing.T) {
 	require.True(t, strings.HasSuffix(payload, "data: [DONE]\n\n"), "%q", payload)
 }
 
-// slowTRTLLMWorker is trtllmWorker streaming 200 tokens, one every 10 ms.
-func slowTRTLLMWorker(t *testing.T) string {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		if strings.Contains(string(body), `"context_only"`) {
-			fmt.Fprint(w, `{"id":"c","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"a"},"finish_reason":"not_finished","disaggregated_params":{"request_type":"context_only","first_gen_tokens":[1],"ctx_request_id":7,"encoded_opaque_state":"eA=="}}]}`)
-			return
-		}
-		w.Header().Set("Content-Type", "text/event-stream")
-		for i := 0; i < 200; i++ {
-			if _, err := fmt.Fprint(w, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"x\"},\"finish_reason\":null}]}\n\n"); err != nil {
-				return
-			}
-			w.(http.Flusher).Flush()
-			select {
-			case <-r.Context().Done():
-				return
-			case <-time.After(10 * time.Millisecond):
-			}
-		}
-	}))
-	t.Cleanup(srv.Close)
-	return srv.URL
-}
-
 // An HTTP/1.0 stream runs on a hijacked connection: a client that leaves
 // mid-stream must still release the request's leases.
 func TestHTTP10ClientGoneReleasesLeases(t *testing.T) {
-	url := slowTRTLLMWorker(t)
+	url := trtllmWorker(t, 200, 10*time.Millisecond)
 	_, pool, _, ln := testServerListener(t, []router.Member{
 		{ID: "ctx-0", URL: url, Role: disagg.RoleContext, Healthy: true},
 		{ID: "gen-0", URL: url, Role: disagg.RoleGeneration, Healthy: true},

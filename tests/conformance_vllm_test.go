@@ -65,6 +65,10 @@ func testConformanceVLLM(t *testing.T) {
 			set: with(func(v *vllmVariant) { v.pFinish, v.pParams = "stop", "nested" }), want: decoded(0)},
 		{name: "prefill-null-finish-params", source: "vllm.md §2.1 (completions pass finish_reason through as is); PROTOCOLS.md §2 (the handle decides)",
 			set: with(func(v *vllmVariant) { v.pFinish = "" }), want: decoded(0)},
+		{name: "prefill-length-empty-block-ids", source: "vllm.md §6 P4 (remote_block_ids [] for a prompt without a full block; D recomputes)",
+			set: with(func(v *vllmVariant) { v.pParams = "empty" }), want: decoded(0)},
+		{name: "prefill-cache-threshold-sim", source: "vllm.md §3 SIM (finish_reason cache_threshold, no params), §6 P10 (treat as no params: D prefills)",
+			set: with(func(v *vllmVariant) { v.pFinish, v.pParams = "cache_threshold", "null" }), want: decoded(0)},
 		{name: "prefill-length-no-params", source: "vllm.md §1.3(b)(c) (no connector: no params), §1.6 (D without params prefills locally), §6 P8",
 			set: with(func(v *vllmVariant) { v.pParams = "absent" }), want: decoded(0)},
 		{name: "prefill-no-usage", source: "vllm.md §6 P8 (non-vLLM worker), §2.4 / O2 (missing counts as 0): the client keeps D's usage",
@@ -135,6 +139,11 @@ func testConformanceVLLM(t *testing.T) {
 			want: failed(401, "Unauthorized", "", "null", "null")},
 		{name: "prefill-error-text-500", source: "vllm.md §2.2 V7 (Starlette text/plain 500), §6 E6",
 			set:  with(func(v *vllmVariant) { v.pError = &errReply{500, "text/plain; charset=utf-8", "Internal Server Error"} }),
+			want: retriedOut(2, 0, "context", "500", "Internal Server Error")},
+		{name: "prefill-error-string-code-500-sim", source: "vllm.md §6 E11 (llm-d-inference-sim's fallback error has code \"500\", a string)",
+			set: with(func(v *vllmVariant) {
+				v.pError = &errReply{500, "application/json", `{"error":{"message":"Internal Server Error","type":"InternalServerError","param":null,"code":"500"}}`}
+			}),
 			want: retriedOut(2, 0, "context", "500", "Internal Server Error")},
 		{name: "prefill-error-empty-500", source: "vllm.md §2.2 V6 (launcher.py: 500, no body, no content-type), §6 E5",
 			set:  with(func(v *vllmVariant) { v.pError = &errReply{500, "", ""} }),

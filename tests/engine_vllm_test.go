@@ -20,7 +20,8 @@ type vllmVariant struct {
 	pFinish string
 	// pParams is the P response's kv_transfer_params: "flat" (block ids a
 	// list of ints, vllm.md §1.2 V-2025-12), "nested" (a list of lists plus
-	// remote_num_tokens, V-latest), "null" or "absent".
+	// remote_num_tokens, V-latest), "empty" (remote_block_ids [], a prompt
+	// shorter than a block: §6 P4), "null" or "absent".
 	pParams string
 	// pNoUsage drops usage from the P response (a non-vLLM worker:
 	// vllm.md §6 P8); pCached > 0 writes prompt_tokens_details
@@ -181,7 +182,7 @@ func (c *vllmFakes) prefill(e *fakeEngine, w http.ResponseWriter, r *http.Reques
 	id, obj, _ := vllmIDs(r)
 	n := promptLen(f)
 	var params any = nil
-	if v.pParams == "flat" || v.pParams == "nested" {
+	if v.pParams == "flat" || v.pParams == "nested" || v.pParams == "empty" {
 		params = rawJSON(c.issue(e, r.Header.Get("X-Request-Id"), id, n, v))
 	}
 	var finish any
@@ -224,6 +225,9 @@ func (c *vllmFakes) issue(e *fakeEngine, xreq, id string, n int, v vllmVariant) 
 	c.seq++
 	rid := fmt.Sprintf("%s-%08x", id, c.seq) // vllm.md §1.4: <id>-<8 random chars>
 	blocks := []int{c.seq * 4, c.seq*4 + 1, c.seq*4 + 2}
+	if v.pParams == "empty" {
+		blocks = []int{}
+	}
 	var blockIDs any = blocks
 	if v.pParams == "nested" {
 		blockIDs = []any{blocks}

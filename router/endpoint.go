@@ -35,6 +35,7 @@ type Endpoint struct {
 	ejectStreak  atomic.Int32 // ejections since the last success
 	fails5xx     atomic.Int32 // 5xx answers in a row
 	ejections    atomic.Int64 // ejections ever
+	probeUntil   atomic.Int64 // unix nanoseconds; a half-open probe is out before it
 }
 
 // NewEndpoint returns an endpoint that starts healthy with zero load.

@@ -32,10 +32,10 @@ func (f Failure) String() string {
 // call to ep and, when the failure warrants it, takes ep out of routing for
 // a backoff that doubles with each ejection in a row (eject_backoff up to
 // eject_max_backoff), independently of the periodic health check. After
-// the backoff the worker takes requests again (half-open): a success
-// resets it, another failure ejects it for longer. It returns how long ep
-// is now ejected, 0 when it was not ejected by this call. Safe for
-// concurrent use.
+// the backoff the worker is half-open: Route lets one request at a time
+// through as a probe; a success closes it, another failure ejects it for
+// longer. It returns how long ep is now ejected, 0 when it was not ejected
+// by this call. Safe for concurrent use.
 func (r *Router) ReportFailure(ep *Endpoint, f Failure) time.Duration {
 	if f == FailureServer && ep.fails5xx.Add(1) < int32(r.cfg.EjectAfter5xx) {
 		return 0
@@ -44,20 +44,28 @@ func (r *Router) ReportFailure(ep *Endpoint, f Failure) time.Duration {
 	streak := min(ep.ejectStreak.Add(1), 16)
 	backoff := min(r.cfg.EjectBackoff<<(streak-1), r.cfg.EjectMaxBackoff)
 	ep.ejectedUntil.Store(r.now().Add(backoff).UnixNano())
+	ep.probeUntil.Store(0)
 	ep.ejections.Add(1)
 	return backoff
 }
 
 // ReportSuccess tells passive health that ep answered a call: its failure
-// counts reset.
+// counts reset and a half-open worker is back in routing.
 func (r *Router) ReportSuccess(ep *Endpoint) {
 	if ep.fails5xx.Load() != 0 {
 		ep.fails5xx.Store(0)
 	}
 	if ep.ejectStreak.Load() != 0 {
 		ep.ejectStreak.Store(0)
+		ep.probeUntil.Store(0)
 	}
 }
+
+// ReportInconclusive tells passive health that a call to ep ended without
+// saying anything about it (cancelled by the client, timed out, no free
+// connection): a half-open probe it carried is over, and another request
+// may probe.
+func (r *Router) ReportInconclusive(ep *Endpoint) { ep.probeUntil.Store(0) }
 
 // Ejected reports whether passive health keeps ep out of routing at now.
 func (e *Endpoint) Ejected(now time.Time) bool { return now.UnixNano() < e.ejectedUntil.Load() }
@@ -65,18 +73,44 @@ func (e *Endpoint) Ejected(now time.Time) bool { return now.UnixNano() < e.eject
 // Ejections counts how often passive health ejected the worker.
 func (e *Endpoint) Ejections() int64 { return e.ejections.Load() }
 
-// withoutEjected drops the candidates passive health ejected, unless that
-// would leave none: then every candidate stays (an ejected worker is a
-// better bet than certain failure).
-func withoutEjected(eps []*Endpoint, now time.Time) []*Endpoint {
-	kept := eps[:0:0]
+// halfOpen reports whether ep's ejection ended but no call has succeeded
+// since: only a probe may go to it.
+func (e *Endpoint) halfOpen(now time.Time) bool { return e.ejectStreak.Load() > 0 && !e.Ejected(now) }
+
+// claimProbe makes the caller the one request probing a half-open ep,
+// until a report on ep or, if none comes, until window has passed.
+func (e *Endpoint) claimProbe(now time.Time, window time.Duration) bool {
+	held := e.probeUntil.Load()
+	return held <= now.UnixNano() && e.probeUntil.CompareAndSwap(held, now.Add(window).UnixNano())
+}
+
+// routable drops the candidates passive health keeps out: ejected ones,
+// and half-open ones whose probe another request holds. A half-open
+// candidate kept is claimed as this request's probe (probes lists them;
+// the caller gives back the claims it does not use). When nothing would be
+// left every candidate stays (an ejected worker is a better bet than
+// certain failure).
+func (r *Router) routable(eps []*Endpoint, now time.Time, probes []*Endpoint) (kept, claimed []*Endpoint) {
+	kept = eps[:0:0]
 	for _, ep := range eps {
-		if !ep.Ejected(now) {
+		switch {
+		case !ep.halfOpen(now) && !ep.Ejected(now):
 			kept = append(kept, ep)
+		case ep.halfOpen(now) && ep.claimProbe(now, r.cfg.EjectMaxBackoff):
+			kept, probes = append(kept, ep), append(probes, ep)
 		}
 	}
 	if len(kept) == 0 {
-		return eps
+		return eps, probes
 	}
-	return kept
+	return kept, probes
+}
+
+// unclaimProbes gives back the probe claims of the candidates not chosen.
+func unclaimProbes(probes []*Endpoint, ctx, gen *Endpoint) {
+	for _, ep := range probes {
+		if ep != ctx && ep != gen {
+			ep.probeUntil.Store(0)
+		}
+	}
 }

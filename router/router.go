@@ -202,15 +202,18 @@ func (r *Router) memberIDs() map[string]bool {
 // hold (prompt + output limit).
 func (r *Router) Route(req *Request) (*Pair, error) {
 	now := r.now()
-	ctxCands := withoutEjected(filter(r.pool.Available(disagg.RoleContext), req.ExcludeCtx), now)
-	if len(ctxCands) == 0 {
-		return nil, &NoWorkerError{Role: disagg.RoleContext}
-	}
-	genCands := withoutEjected(filter(r.pool.Available(disagg.RoleGeneration), req.ExcludeGen), now)
-	if len(genCands) == 0 {
-		return nil, &NoWorkerError{Role: disagg.RoleGeneration}
+	ctxCands, probes := r.routable(filter(r.pool.Available(disagg.RoleContext), req.ExcludeCtx), now, nil)
+	genCands, probes := r.routable(filter(r.pool.Available(disagg.RoleGeneration), req.ExcludeGen), now, probes)
+	if len(ctxCands) == 0 || len(genCands) == 0 {
+		unclaimProbes(probes, nil, nil)
+		role := disagg.RoleContext
+		if len(ctxCands) > 0 {
+			role = disagg.RoleGeneration
+		}
+		return nil, &NoWorkerError{Role: role}
 	}
 	ch := r.picker.pick(req, ctxCands, genCands)
+	unclaimProbes(probes, ch.ctx, ch.gen)
 	return &Pair{
 		Ctx:          ch.ctxLease,
 		Gen:          ch.genLease,

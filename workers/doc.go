@@ -19,8 +19,12 @@
 //     marked down as soon as it exits or fails unhealthy_threshold health
 //     checks in a row, restarted under its RestartPolicy (DecideRestart is
 //     the pure decision), marked up only after a health check passes.
-//   - Snapshot and Subscribe tell the router which workers are up. The
-//     package knows nothing about routing: cmd connects the two.
+//   - AddWorker and RemoveWorker change the membership of a running fleet
+//     (duet's admin API): an added worker is external, like one listed in
+//     urls, and health-checked by the same loop under the same rules; a
+//     removed worker of the plan is reported Removed and keeps running.
+//   - Snapshot and Subscribe tell the router which workers are members and
+//     up. The package knows nothing about routing: cmd connects the two.
 //   - Stop sends SIGTERM to every process group, SIGKILL after the grace
 //     period. On Linux a worker also gets SIGKILL from the kernel if duet
 //     dies (Pdeathsig), so no worker outlives duet.
@@ -28,8 +32,9 @@
 // # Concurrency
 //
 // Fleet methods are safe for concurrent use, except that Start and Stop
-// must not run at the same time. One mutex, Fleet.mu, guards every worker's
-// mutable state; the notifier has its own mutex, always taken after
+// must not run at the same time. One mutex, Fleet.mu, guards the worker
+// list (AddWorker and RemoveWorker change it once Start has succeeded) and
+// every worker's mutable state; the notifier has its own mutex, always taken after
 // Fleet.mu. Goroutines, each with an owner, a stop signal and a join:
 //
 //   - one launch goroutine per worker during Start; Start joins them.

@@ -23,8 +23,9 @@ type Fleet struct {
 	probe *prober
 	subs  notifier
 
-	// mu guards the mutable fields of every worker, rnd, and the lifecycle
-	// fields below it.
+	// mu guards workers (AddWorker and RemoveWorker change the list once
+	// Start has succeeded), the mutable fields of every worker, rnd, and the
+	// lifecycle fields below it.
 	mu      sync.Mutex
 	workers []*worker
 	rnd     *rand.Rand
@@ -39,6 +40,7 @@ type Fleet struct {
 // worker is the fleet's record of one worker.
 type worker struct {
 	spec      WorkerSpec // immutable
+	added     bool       // immutable: added by AddWorker, not from the plan
 	unhealthy chan int   // one slot: the health loop reports process generation gen unhealthy
 
 	// Guarded by Fleet.mu.
@@ -50,6 +52,7 @@ type worker struct {
 	fails    int  // consecutive failed health checks
 	gen      int  // process generation, incremented on each start; stale probe results are dropped
 	probing  bool // the health loop checks this worker
+	removed  bool // a plan worker taken out of the membership by RemoveWorker
 }
 
 // New validates cfg, computes its Plan and creates the run directory (a
@@ -90,8 +93,9 @@ func New(cfg Config, opts Options) (*Fleet, error) {
 // caller must not modify it.
 func (f *Fleet) Plan() *Plan { return f.plan }
 
-// Snapshot returns the current state of every worker, in plan order
-// (context workers first).
+// Snapshot returns the current state of every worker: the plan's workers in
+// plan order (context workers first, including those RemoveWorker took out,
+// with Removed set), then the workers AddWorker added, in the order added.
 func (f *Fleet) Snapshot() []Worker {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -105,6 +109,7 @@ func (f *Fleet) Snapshot() []Worker {
 			GPUs:      append([]string(nil), w.spec.GPUs...),
 			PID:       w.pid,
 			External:  w.spec.External,
+			Removed:   w.removed,
 			State:     w.state,
 			Since:     w.since,
 			Restarts:  w.restarts,
@@ -115,7 +120,7 @@ func (f *Fleet) Snapshot() []Worker {
 }
 
 // Subscribe returns a channel that receives a value after a worker's State,
-// PID or Restarts changed, and a function that ends the subscription and
+// PID or Restarts changed and after AddWorker or RemoveWorker, and a function that ends the subscription and
 // closes the channel. Signals coalesce (one slot per subscriber): on a
 // signal, read Snapshot. The channel is closed when the fleet stops, so
 // `for range ch` ends with it. The returned function may be called more

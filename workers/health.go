@@ -59,7 +59,8 @@ func (f *Fleet) healthLoop(ctx context.Context) {
 
 // checkHealth runs one round of health checks, in parallel, over the
 // workers being watched: managed workers that passed their start-up check
-// and whose process still runs, and external workers. A success marks a
+// and whose process still runs, and external workers (listed in urls or
+// added by AddWorker), each at its pool's health_path. A success marks a
 // down worker up; UnhealthyThreshold failures in a row mark an up worker
 // down and ask its supervisor to restart it. Results for a process that was
 // replaced meanwhile, and rounds cut short by ctx, are discarded.

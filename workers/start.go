@@ -122,8 +122,9 @@ func (f *Fleet) Start(ctx context.Context) error {
 	}
 	f.wg.Add(1)
 	go f.healthLoop(runCtx)
+	n := len(f.workers) // AddWorker may grow the list once f.mu is released
 	f.mu.Unlock()
-	f.log.Info("fleet up", zap.Int("workers", len(f.workers)))
+	f.log.Info("fleet up", zap.Int("workers", n))
 	return nil
 }
 

@@ -24,12 +24,15 @@ type trtllmServers struct {
 
 // TRTLLMDisaggConfig returns a TensorRT-LLM disagg_config.yaml that serves
 // on hostname:port in front of the given workers (context and generation
-// roles; others are ignored), so `trtllm-serve disaggregated -c FILE` can be
-// compared with duet on the same fleet. Pass Fleet.Snapshot() or
+// roles; others, and removed workers, are ignored), so `trtllm-serve
+// disaggregated -c FILE` can be compared with duet on the same fleet. Pass Fleet.Snapshot() or
 // Plan.Snapshot(). It is an error when either role has no worker.
 func TRTLLMDisaggConfig(hostname string, port int, workers []Worker) ([]byte, error) {
 	cfg := trtllmDisaggConfig{Hostname: hostname, Port: port, Backend: "pytorch"}
 	for _, w := range workers {
+		if w.Removed {
+			continue
+		}
 		u, err := url.Parse(w.URL)
 		if err != nil || u.Host == "" {
 			return nil, fmt.Errorf("worker %s: bad URL %q", w.Name, w.URL)

@@ -44,8 +44,13 @@ type Worker struct {
 	// PID is the worker's process (and process group) id; 0 when not
 	// running or external.
 	PID int
-	// External is true for a pre-launched worker duet only health-checks.
+	// External is true for a pre-launched worker duet only health-checks:
+	// listed in a pool's urls or added by Fleet.AddWorker.
 	External bool
+	// Removed is true for a worker of the plan that Fleet.RemoveWorker took
+	// out of the membership: it should receive no traffic, but a launched
+	// worker keeps running and is still supervised.
+	Removed bool
 	// State is the lifecycle state.
 	State State
 	// Since is when State last changed.
@@ -57,8 +62,9 @@ type Worker struct {
 	LastError string
 }
 
-// Healthy reports whether the worker should receive traffic.
-func (w Worker) Healthy() bool { return w.State == StateUp }
+// Healthy reports whether the worker should receive traffic: it is up and
+// not removed.
+func (w Worker) Healthy() bool { return w.State == StateUp && !w.Removed }
 
 // Snapshot returns the planned workers as they appear before launch:
 // managed workers starting, external ones down until checked.

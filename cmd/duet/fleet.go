@@ -12,25 +12,29 @@ import (
 	"github.com/duet-serve/duet/workers/sim"
 )
 
-// members turns a fleet snapshot into router membership: every worker is a
-// member, healthy only when up. Under protocol sglang a worker's side port
-// is its bootstrap port.
+// members turns a fleet snapshot into router membership: every worker not
+// removed is a member, healthy only when up. Under protocol sglang a
+// worker's side port is its bootstrap port.
 func members(ws []workers.Worker, protocol string) []router.Member {
-	out := make([]router.Member, len(ws))
-	for i, w := range ws {
-		out[i] = router.Member{ID: w.Name, URL: w.URL, Role: w.Role, Healthy: w.Healthy()}
-		if protocol == sglang.Name {
-			out[i].BootstrapPort = w.SidePort
+	out := make([]router.Member, 0, len(ws))
+	for _, w := range ws {
+		if w.Removed {
+			continue
 		}
+		m := router.Member{ID: w.Name, URL: w.URL, Role: w.Role, Healthy: w.Healthy()}
+		if protocol == sglang.Name {
+			m.BootstrapPort = w.SidePort
+		}
+		out = append(out, m)
 	}
 	return out
 }
 
-// syncPool keeps the membership's fleet part equal to the fleet until ctx
-// is done; done is closed when the goroutine has returned.
-func syncPool(ctx context.Context, fleet *workers.Fleet, m *membership, protocol string) (done <-chan struct{}) {
-	changes, unsubscribe := fleet.Subscribe()
-	m.setFleet(members(fleet.Snapshot(), protocol))
+// syncPool keeps the pool equal to the fleet until ctx is done; done is
+// closed when the goroutine has returned.
+func syncPool(ctx context.Context, s *poolSync) (done <-chan struct{}) {
+	changes, unsubscribe := s.fleet.Subscribe()
+	s.sync()
 	d := make(chan struct{})
 	go func() {
 		defer close(d)
@@ -43,7 +47,7 @@ func syncPool(ctx context.Context, fleet *workers.Fleet, m *membership, protocol
 				if !ok { // the fleet stopped
 					return
 				}
-				m.setFleet(members(fleet.Snapshot(), protocol))
+				s.sync()
 			}
 		}
 	}()

@@ -24,3 +24,15 @@ func TestMembersCarryBootstrapPortsUnderSGLangOnly(t *testing.T) {
 	}, members(ws, "sglang"))
 	require.Zero(t, members(ws, "vllm")[0].BootstrapPort)
 }
+
+// A worker the admin API removed is no member; it stays in the snapshot as
+// a running process.
+func TestMembersLeaveOutRemovedWorkers(t *testing.T) {
+	ws := []workers.Worker{
+		{Name: "ctx-0", Role: disagg.RoleContext, URL: "http://127.0.0.1:8100", State: workers.StateUp, Removed: true},
+		{Name: "gen-0", Role: disagg.RoleGeneration, URL: "http://127.0.0.1:8200", State: workers.StateUp},
+	}
+	require.Equal(t, []router.Member{
+		{ID: "gen-0", URL: "http://127.0.0.1:8200", Role: disagg.RoleGeneration, Healthy: true},
+	}, members(ws, "trtllm"))
+}

@@ -1,105 +1,61 @@
 package main
 
 import (
-	"context"
+	"errors"
 	"fmt"
 	"net/http"
-	"sort"
 	"sync"
-	"time"
 
+	"github.com/duet-serve/duet/orchestrator"
 	"github.com/duet-serve/duet/orchestrator/frontend"
 	"github.com/duet-serve/duet/router"
+	"github.com/duet-serve/duet/workers"
 )
 
-// membership is what the router's pool holds: the fleet's workers, minus
-// those an operator removed, plus those an operator added through the admin
-// API (pre-launched workers duet health-checks itself).
-type membership struct {
-	pool   *router.Pool
-	client *http.Client
-	health string // health path of added workers
+// poolSync copies the fleet's membership into the router's pool: the fleet
+// is the one source of which workers exist and are healthy.
+type poolSync struct {
+	fleet    *workers.Fleet
+	pool     *router.Pool
+	protocol string
 
-	// mu guards the fields below.
-	mu      sync.Mutex
-	fleet   []router.Member
-	added   map[string]router.Member
-	removed map[string]bool
+	// mu makes snapshot-then-Sync one step, so that an older snapshot never
+	// overwrites a newer one.
+	mu sync.Mutex
 }
 
-var _ frontend.Admin = (*membership)(nil)
-
-func newMembership(pool *router.Pool, healthPath string, timeout time.Duration) *membership {
-	return &membership{pool: pool, health: healthPath, client: &http.Client{Timeout: timeout},
-		added: map[string]router.Member{}, removed: map[string]bool{}}
+// sync makes the pool equal to a fleet snapshot taken now. It is safe for
+// concurrent use.
+func (s *poolSync) sync() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.pool.Sync(members(s.fleet.Snapshot(), s.protocol))
 }
 
-// setFleet replaces the fleet's part of the membership.
-func (m *membership) setFleet(ms []router.Member) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.fleet = ms
-	m.syncLocked()
+// admin is the admin API over the fleet: adding and removing workers
+// changes the fleet (which health-checks added workers like any other);
+// draining is routing state, set on the pool's endpoints.
+type admin struct {
+	fleet *workers.Fleet
+	sync  *poolSync
 }
 
-func (m *membership) syncLocked() {
-	var out []router.Member
-	for _, f := range m.fleet {
-		if !m.removed[f.ID] {
-			out = append(out, f)
-		}
-	}
-	for _, a := range m.added {
-		out = append(out, a)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
-	m.pool.Sync(out)
-}
+var _ frontend.Admin = admin{}
 
-// AddWorker adds a pre-launched worker. It starts unhealthy and takes
-// traffic once a health check passes.
-func (m *membership) AddWorker(w router.Member) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.pool.Get(w.ID) != nil || m.inFleetLocked(w.ID) {
-		return fmt.Errorf("%w: worker %q exists (a removed fleet worker keeps its id)", frontend.ErrConflict, w.ID)
-	}
-	w.Healthy = false
-	m.added[w.ID] = w
-	delete(m.removed, w.ID)
-	m.syncLocked()
-	return nil
-}
-
-func (m *membership) inFleetLocked(id string) bool {
-	for _, f := range m.fleet {
-		if f.ID == id {
-			return true
-		}
-	}
-	return false
+// AddWorker adds a pre-launched worker to the fleet. It starts unhealthy
+// and takes traffic once a health check passes.
+func (a admin) AddWorker(m router.Member) error {
+	err := a.fleet.AddWorker(workers.ExternalWorker{Name: m.ID, URL: m.URL, Role: m.Role, BootstrapPort: m.BootstrapPort})
+	return a.synced(err)
 }
 
 // RemoveWorker takes a worker out of routing (a fleet worker keeps running;
 // requests in flight finish).
-func (m *membership) RemoveWorker(id string) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.pool.Get(id) == nil {
-		return fmt.Errorf("%w: worker %q", frontend.ErrNotFound, id)
-	}
-	if _, ok := m.added[id]; ok {
-		delete(m.added, id)
-	} else {
-		m.removed[id] = true
-	}
-	m.syncLocked()
-	return nil
-}
+func (a admin) RemoveWorker(id string) error { return a.synced(a.fleet.RemoveWorker(id)) }
 
 // SetDraining stops (or resumes) sending new work to a worker.
-func (m *membership) SetDraining(id string, draining bool) error {
-	ep := m.pool.Get(id)
+func (a admin) SetDraining(id string, draining bool) error {
+	ep := a.sync.pool.Get(id)
 	if ep == nil {
 		return fmt.Errorf("%w: worker %q", frontend.ErrNotFound, id)
 	}
@@ -107,62 +63,20 @@ func (m *membership) SetDraining(id string, draining bool) error {
 	return nil
 }
 
-// checkAdded runs one health round over the admin-added workers.
-func (m *membership) checkAdded(ctx context.Context) {
-	m.mu.Lock()
-	targets := make([]router.Member, 0, len(m.added))
-	for _, a := range m.added {
-		targets = append(targets, a)
+// synced brings the pool up to date after a successful change, so the
+// change is visible to routing when the admin call returns, and maps the
+// fleet's errors to the frontend's.
+func (a admin) synced(err error) error {
+	switch {
+	case err == nil:
+		a.sync.sync()
+		return nil
+	case errors.Is(err, workers.ErrWorkerExists):
+		return fmt.Errorf("%w: %w", frontend.ErrConflict, err)
+	case errors.Is(err, workers.ErrUnknownWorker):
+		return fmt.Errorf("%w: %w", frontend.ErrNotFound, err)
+	case errors.Is(err, workers.ErrInvalidWorker):
+		return &orchestrator.Error{Status: http.StatusBadRequest, Message: err.Error()}
 	}
-	m.mu.Unlock()
-	results := make(map[string]bool, len(targets))
-	for _, w := range targets {
-		results[w.ID] = m.probe(ctx, w.URL)
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	changed := false
-	for id, healthy := range results {
-		if w, ok := m.added[id]; ok && w.Healthy != healthy {
-			w.Healthy = healthy
-			m.added[id] = w
-			changed = true
-		}
-	}
-	if changed {
-		m.syncLocked()
-	}
-}
-
-func (m *membership) probe(ctx context.Context, base string) bool {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+m.health, nil)
-	if err != nil {
-		return false
-	}
-	resp, err := m.client.Do(req)
-	if err != nil {
-		return false
-	}
-	resp.Body.Close()
-	return resp.StatusCode == http.StatusOK
-}
-
-// runHealth checks admin-added workers every interval until ctx is done;
-// done is closed when it has returned.
-func (m *membership) runHealth(ctx context.Context, interval time.Duration) (done <-chan struct{}) {
-	d := make(chan struct{})
-	go func() {
-		defer close(d)
-		t := time.NewTicker(interval)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				m.checkAdded(ctx)
-			}
-		}
-	}()
-	return d
+	return err
 }

@@ -52,12 +52,11 @@ func runServe(ctx context.Context, cfg Config, log *zap.Logger) error {
 		return err
 	}
 	pool := router.NewPool()
-	members := newMembership(pool, "/health", cfg.Fleet.HealthTimeout)
+	ps := &poolSync{fleet: fleet, pool: pool, protocol: cfg.Orchestrator.Protocol}
 	syncCtx, cancelSync := context.WithCancel(ctx)
 	defer cancelSync()
-	syncDone := syncPool(syncCtx, fleet, members, cfg.Orchestrator.Protocol)
-	healthDone := members.runHealth(syncCtx, cfg.Fleet.HealthInterval)
-	defer func() { cancelSync(); <-syncDone; <-healthDone }()
+	syncDone := syncPool(syncCtx, ps)
+	defer func() { cancelSync(); <-syncDone }()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	q, err := queue.New(cfg.Queue, pool, queue.Options{Log: log.Named("queue"), Registry: reg})
@@ -68,7 +67,7 @@ func runServe(ctx context.Context, cfg Config, log *zap.Logger) error {
 	queueDone := make(chan struct{})
 	go func() { defer close(queueDone); q.Run(syncCtx) }()
 	defer func() { cancelSync(); <-queueDone }()
-	srv, ln, err := buildFrontend(cfg, log, tok, reg, q, fleet, members)
+	srv, ln, err := buildFrontend(cfg, log, tok, reg, q, admin{fleet: fleet, sync: ps})
 	if err != nil {
 		return err
 	}
@@ -78,8 +77,8 @@ func runServe(ctx context.Context, cfg Config, log *zap.Logger) error {
 }
 
 func buildFrontend(cfg Config, log *zap.Logger, tok *tokenizer.Tokenizer, reg *prometheus.Registry, q *queue.Queue,
-	fleet *workers.Fleet, members *membership) (*frontend.Server, net.Listener, error) {
-	pool := members.pool
+	a admin) (*frontend.Server, net.Listener, error) {
+	pool := a.sync.pool
 	rt, err := router.New(pool, cfg.Router, nil)
 	if err != nil {
 		return nil, nil, err
@@ -92,7 +91,7 @@ func buildFrontend(cfg Config, log *zap.Logger, tok *tokenizer.Tokenizer, reg *p
 		return nil, nil, err
 	}
 	srv, err := frontend.New(frontend.Options{Config: cfg.Server, Orchestrator: orch, Pool: pool, Gatherer: reg,
-		Log: log, Version: versionString(), Fleet: func() any { return fleet.Snapshot() }, Admin: members})
+		Log: log, Version: versionString(), Fleet: func() any { return a.fleet.Snapshot() }, Admin: a})
 	if err != nil {
 		return nil, nil, err
 	}

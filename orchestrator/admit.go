@@ -9,22 +9,35 @@ import (
 	"github.com/duet-serve/duet/orchestrator/queue"
 )
 
-// admit waits for the admission queue to let the request through; without
-// a queue it returns at once. The slot is released in finish, after the
-// leases, on every path.
-func (o *Orchestrator) admit(ctx context.Context, in Incoming, req *Request, t *trace) error {
+// admit waits for the admission queue to let f through; without a queue it
+// returns at once. The wait ends early when the client leaves (499) or the
+// server begins shutting down (503). The slot is f's until it ends.
+func (o *Orchestrator) admit(f *flight, in Incoming) error {
 	if o.queue == nil {
 		return nil
 	}
 	ticket := queue.Ticket{
-		Key:     req.Model,
-		Session: req.SessionKey,
-		User:    o.queue.Config().User(in.Header, req.User),
-		Tokens:  len(req.Tokens) + req.MaxTokens,
+		Key:     f.req.Model,
+		Session: f.req.SessionKey,
+		User:    o.queue.Config().User(in.Header, f.req.User),
+		Tokens:  len(f.req.Tokens) + f.req.MaxTokens,
 	}
-	slot, err := o.queue.Acquire(ctx, ticket)
+	wait, cancel := context.WithCancel(f.ctx)
+	defer cancel()
+	if in.Stopping != nil {
+		stop := make(chan struct{})
+		defer close(stop)
+		go func() {
+			select {
+			case <-in.Stopping:
+				cancel()
+			case <-stop:
+			}
+		}()
+	}
+	slot, err := o.queue.Acquire(wait, ticket)
 	if err == nil {
-		t.slot = slot
+		f.slot = slot
 		return nil
 	}
 	var rej *queue.RejectError
@@ -35,7 +48,8 @@ func (o *Orchestrator) admit(ctx context.Context, in Incoming, req *Request, t *
 	case errors.As(err, &rej):
 		return &Error{Status: http.StatusServiceUnavailable, Code: "queue_timeout",
 			Message: "waited too long in the admission queue: retry later", RetryAfter: rej.RetryAfter(), Err: err}
+	case f.ctx.Err() != nil:
+		return errClientLeft
 	}
-	// The only context that ends a wait is the server's: it is shutting down.
 	return &Error{Status: http.StatusServiceUnavailable, Message: "server shutting down: retry later", RetryAfter: time.Second, Err: err}
 }

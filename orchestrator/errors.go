@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/duet-serve/duet/proto/openai"
+	"github.com/duet-serve/duet/router"
 	"github.com/valyala/fastjson"
 )
 
@@ -79,6 +80,12 @@ type workerError struct {
 	// handle (spent, expired, unknown) and worth a fresh attempt.
 	afterHandle bool
 	err         error
+}
+
+// callFailed is a call to ep that got no usable answer; err is the
+// transport's or the stream's.
+func callFailed(phase string, ep *router.Endpoint, err error) *workerError {
+	return &workerError{phase: phase, worker: ep.ID, timeout: errors.Is(err, errTimeout), err: err}
 }
 
 func (e *workerError) Error() string {
@@ -247,3 +254,7 @@ func detailMessage(detail *fastjson.Value) string {
 	}
 	return strings.Join(parts, "; ")
 }
+
+// errClientLeft ends a request whose client went away before its answer
+// began; nobody reads it, the access log and metrics do.
+var errClientLeft = &Error{Status: statusClientClosed, Message: "client closed the request", Err: errClientGone}

@@ -103,8 +103,9 @@ func genStream(n int, complete bool) func(http.ResponseWriter, map[string]json.R
 
 // harness builds an Orchestrator over fake workers.
 type harness struct {
-	o    *Orchestrator
-	pool *router.Pool
+	o       *Orchestrator
+	pool    *router.Pool
+	members []router.Member
 }
 
 func newHarness(t *testing.T, cfg Config, ctxs, gens []*fakeWorker) *harness {
@@ -126,9 +127,20 @@ func newHarness(t *testing.T, cfg Config, ctxs, gens []*fakeWorker) *harness {
 	require.NoError(t, err)
 	o, err := New(Options{Config: cfg, Router: r, Tokenizer: tok, Log: zap.NewNop()})
 	require.NoError(t, err)
-	h := &harness{o: o, pool: pool}
+	h := &harness{o: o, pool: pool, members: ms}
 	t.Cleanup(func() { h.requireNoLoad(t) })
 	return h
+}
+
+// addWorker adds a worker that is not a fakeWorker.
+func (h *harness) addWorker(t *testing.T, id, url string, context bool) {
+	t.Helper()
+	role := disagg.RoleGeneration
+	if context {
+		role = disagg.RoleContext
+	}
+	h.members = append(h.members, router.Member{ID: id, URL: url, Role: role, Healthy: true})
+	h.pool.Sync(h.members)
 }
 
 func (h *harness) requireNoLoad(t *testing.T) {

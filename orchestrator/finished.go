@@ -12,8 +12,9 @@ import (
 // (e.g. end of sequence at the first token): its content reaches the client
 // in the form the client asked for. The upstream TensorRT-LLM server loses
 // this content on streaming requests; duet does not.
-func (o *Orchestrator) finishedAtContext(req *Request, c protocol.Context, t *trace) (*Response, error) {
-	t.decision += "+ctx-finished"
+func (o *Orchestrator) finishedAtContext(f *flight, c protocol.Context) (*Response, error) {
+	req := f.req
+	f.route.Shape = ShapeCtxFinished
 	usage := contextUsage(c)
 	id, created, model := c.ResponseID, c.Created, c.Model
 	if model == "" {
@@ -30,13 +31,12 @@ func (o *Orchestrator) finishedAtContext(req *Request, c protocol.Context, t *tr
 	} else {
 		body, events = completionFinished(req, id, model, created, c.Text, finish, usage)
 	}
-	t.status, t.cachedTokens = http.StatusOK, c.CachedTokens
-	t.ttft = o.now().Sub(t.start)
+	f.cachedTokens, f.ttft = c.CachedTokens, f.sinceStart()
 	if !req.Stream {
-		o.finish(t)
-		return &Response{Status: http.StatusOK, Body: body, Route: t.route()}, nil
+		f.end(http.StatusOK, nil)
+		return &Response{Status: http.StatusOK, Body: body, Route: f.route}, nil
 	}
-	return &Response{Status: http.StatusOK, Route: t.route(), events: events, done: func() { o.finish(t) }}, nil
+	return &Response{Status: http.StatusOK, Route: f.route, events: events, flight: f}, nil
 }
 
 func contextUsage(c protocol.Context) *openai.Usage {

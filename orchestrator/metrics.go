@@ -20,7 +20,7 @@ type metrics struct {
 
 var latencyBuckets = []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120}
 
-func newMetrics(reg prometheus.Registerer, r *router.Router) (*metrics, error) {
+func newMetrics(reg prometheus.Registerer, r *router.Router, up *upstream) (*metrics, error) {
 	m := &metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "duet_requests_total",
 			Help: "Client requests by endpoint and HTTP status."}, []string{"endpoint", "status"}),
@@ -46,7 +46,9 @@ func newMetrics(reg prometheus.Registerer, r *router.Router) (*metrics, error) {
 		return m, nil
 	}
 	for _, c := range []prometheus.Collector{m.requests, m.duration, m.ttft, m.phase, m.retries, m.events, m.bytes,
-		m.decisions, m.cacheError, &workerCollector{router: r}} {
+		m.decisions, m.cacheError, &workerCollector{router: r}, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "duet_upstream_connections", Help: "Open connections to workers, idle or in use."},
+			func() float64 { return float64(up.conns()) })} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

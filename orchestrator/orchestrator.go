@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
 
@@ -71,11 +70,12 @@ func New(o Options) (*Orchestrator, error) {
 	if o.AccessLog == nil {
 		o.AccessLog = o.Log
 	}
-	m, err := newMetrics(o.Registry, o.Router)
+	up := newUpstream(o.Config)
+	m, err := newMetrics(o.Registry, o.Router, up)
 	if err != nil {
 		return nil, err
 	}
-	return &Orchestrator{cfg: o.Config, adapter: adapter, router: o.Router, tok: o.Tokenizer, up: newUpstream(o.Config),
+	return &Orchestrator{cfg: o.Config, adapter: adapter, router: o.Router, tok: o.Tokenizer, up: up,
 		metrics: m, log: o.Log, access: o.AccessLog, now: o.Now, rand: o.Rand, queue: o.Queue}, nil
 }
 
@@ -90,45 +90,37 @@ func (o *Orchestrator) Config() Config { return o.cfg }
 func (o *Orchestrator) Router() *router.Router { return o.router }
 
 // Handle serves one request: validation, admission, routing, both phases,
-// retries. ctx ends the wait in the admission queue (a server shutting
-// down); it is not kept. Handle never returns nil. A streaming Response
-// must be relayed or closed.
+// retries. ctx is the client's: when it ends (the client left) every
+// upstream call of the request is cancelled and the request ends with
+// status 499. Handle never returns nil. A streaming Response must be
+// relayed or closed.
 func (o *Orchestrator) Handle(ctx context.Context, in Incoming) *Response {
-	t := &trace{id: in.RequestID, start: in.Received, endpoint: in.Endpoint}
 	req, err := o.parse(in)
 	if err != nil {
-		return o.fail(t, err)
+		f := &flight{o: o, ctx: ctx, req: &Request{Endpoint: in.Endpoint, ID: in.RequestID, Received: in.Received}}
+		return f.fail(err)
 	}
-	t.session, t.promptTokens = req.SessionKey, len(req.Tokens)
-	if err := o.admit(ctx, in, req, t); err != nil {
-		return o.fail(t, err)
+	f := &flight{o: o, ctx: ctx, req: req, session: req.SessionKey}
+	if err := o.admit(f, in); err != nil {
+		return f.fail(err)
 	}
 	defer func() {
 		if p := recover(); p != nil { // refund and record everything, then let the HTTP edge answer 500
-			t.pair.Release()
-			t.status, t.err = http.StatusInternalServerError, fmt.Errorf("panic: %v", p)
-			o.finish(t)
+			f.end(http.StatusInternalServerError, fmt.Errorf("panic: %v", p))
 			panic(p)
 		}
 	}()
-	resp, err := o.serve(req, t)
+	resp, err := o.serve(f)
 	if err != nil {
-		return o.fail(t, err)
+		return f.fail(err)
 	}
 	return resp
 }
 
-// fail records a failed request and returns its error response.
-func (o *Orchestrator) fail(t *trace, err error) *Response {
-	e := AsError(err)
-	t.status, t.err = e.Status, e
-	o.finish(t)
-	return &Response{Status: e.Status, Body: e.JSON(), Route: t.route(), RetryAfter: e.RetryAfter}
-}
-
 // serve routes and runs attempts until one succeeds, the failure is not
-// retryable, or retries run out.
-func (o *Orchestrator) serve(req *Request, t *trace) (*Response, error) {
+// retryable, the client left, or retries run out.
+func (o *Orchestrator) serve(f *flight) (*Response, error) {
+	req := f.req
 	rr := &router.Request{SessionKey: req.SessionKey, RequestID: req.ID, Tokens: req.Tokens, Hashes: req.Hashes,
 		MaxTokens: req.MaxTokens}
 	var last *workerError
@@ -141,19 +133,20 @@ func (o *Orchestrator) serve(req *Request, t *trace) (*Response, error) {
 			}
 			return nil, &Error{Status: http.StatusServiceUnavailable, Message: err.Error(), Err: err}
 		}
-		t.startAttempt(pair)
+		f.startAttempt(pair)
 		if pair.Session != "" && rr.SessionKey == "" {
 			rr.SessionKey = pair.Session // a retry continues the session routing found or minted
-			t.slot.SetSession(pair.Session)
+			f.slot.SetSession(pair.Session)
 		}
-		o.metrics.decisions.WithLabelValues(decisionLabel(pair.Decision)).Inc()
-		resp, err := o.attempt(req, pair, t)
+		o.metrics.decisions.WithLabelValues(pair.Decision).Inc()
+		resp, err := o.attempt(f, rr)
 		if err == nil {
-			return resp, nil // resp owns the pair's leases now
+			return resp, nil // resp owns the flight now
 		}
-		pair.Release()
-		pair.Done(router.Outcome{ReportedCached: -1})
-		t.pair = nil
+		f.abandonAttempt()
+		if f.ctx.Err() != nil {
+			return nil, errClientLeft
+		}
 		var we *workerError
 		if !errors.As(err, &we) {
 			return nil, err
@@ -187,30 +180,17 @@ func excluding(set map[string]bool, worker string) map[string]bool {
 	return set
 }
 
-// decisionLabel bounds the decision label: spill reasons are kept, the
-// local/ctx-finished suffixes are not.
-func decisionLabel(d string) string {
-	if i := strings.IndexByte(d, '+'); i >= 0 {
-		return d[:i]
-	}
-	return d
-}
-
 // newInput builds the adapter input of one attempt: a fresh request id and
 // bootstrap room. The conversation id is the router's session (which may
 // have been found by prefix or minted).
-func (o *Orchestrator) newInput(req *Request, pair *router.Pair) protocol.Input {
-	ctxWorker := pair.Ctx.Endpoint()
-	conversation := req.SessionKey
-	if pair.Session != "" {
-		conversation = pair.Session
-	}
+func (o *Orchestrator) newInput(f *flight) protocol.Input {
+	ctxWorker := f.pair.Ctx.Endpoint()
 	id := protocol.MinRequestID + o.rand()%(protocol.MaxRequestID-protocol.MinRequestID)
 	return protocol.Input{
-		Endpoint:       req.Endpoint,
-		Body:           req.Body,
+		Endpoint:       f.req.Endpoint,
+		Body:           f.req.Body,
 		RequestID:      id,
-		ConversationID: conversation,
+		ConversationID: f.session,
 		CtxWorker:      protocol.WorkerAddr{Host: ctxWorker.Host, BootstrapPort: ctxWorker.BootstrapPort},
 		Room:           o.rand() % (protocol.MaxRoom + 1),
 	}

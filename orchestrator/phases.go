@@ -19,32 +19,36 @@ const (
 // event) before the upstream connection's deadline cuts the body.
 const streamSlack = 5 * time.Second
 
-// attempt runs one try of a request on pair. On success the returned
-// Response owns the pair; on error the caller releases it.
-func (o *Orchestrator) attempt(req *Request, pair *router.Pair, t *trace) (*Response, error) {
-	in := o.newInput(req, pair)
+// attempt runs one try of f on its current pair. On success the returned
+// Response owns f; on error the caller abandons the attempt.
+func (o *Orchestrator) attempt(f *flight, rr *router.Request) (*Response, error) {
+	req, pair := f.req, f.pair
+	in := o.newInput(f)
 	if pair.Same() || o.prefillLocally(req, pair) {
-		pair.Ctx.Release() // no context phase: the gen worker prefills
-		t.decision += "+local"
-		return o.generate(req, pair, protocol.Request{Body: req.Body}, nil, t)
+		f.prefillOver() // no context phase: the gen worker prefills
+		f.route.Shape = ShapeLocal
+		return o.generate(f, protocol.Request{Body: req.Body}, nil)
 	}
 	if o.adapter.Concurrent() {
-		return o.concurrent(req, pair, in, t)
+		return o.concurrent(f, in)
 	}
-	c, err := o.contextPhase(req, pair.Ctx.Endpoint(), in, t)
-	pair.Ctx.Release() // prefill is over, whatever happened
+	c, err := o.contextPhase(f, in)
+	f.prefillOver() // prefill is over, whatever happened
 	if err != nil {
 		return nil, err
 	}
 	if c.Finished {
-		pair.Gen.Release()
-		return o.finishedAtContext(req, c, t)
+		return o.finishedAtContext(f, c)
 	}
 	genReq, err := o.adapter.GenerationRequest(in, c)
 	if err != nil {
 		return nil, err
 	}
-	return o.generate(req, pair, genReq, &c, t)
+	resp, err := o.generate(f, genReq, &c)
+	if o.unsentHandle(err) {
+		return o.regenerate(f, rr, genReq, &c, err)
+	}
+	return resp, err
 }
 
 // prefillLocally is cache-aware conditional disaggregation: the context
@@ -55,19 +59,54 @@ func (o *Orchestrator) prefillLocally(req *Request, pair *router.Pair) bool {
 	return o.cfg.MaxLocalPrefillTokens > 0 && len(req.Tokens)-pair.GenCached <= o.cfg.MaxLocalPrefillTokens
 }
 
+// unsentHandle reports a generation call that carried a KV handle and
+// failed before its worker could read it (no connection), on a protocol
+// whose handle any gen worker may redeem: another gen worker can pull the
+// same KV without a second prefill.
+func (o *Orchestrator) unsentHandle(err error) bool {
+	var we *workerError
+	return errors.As(err, &we) && we.phase == phaseGeneration && errors.Is(we.err, errUnsent) && o.adapter.PortableHandle()
+}
+
+// regenerate retries the generation phase alone, with the same handle, on
+// other gen workers after failed could not reach its worker. It stops at
+// the first call that reached a worker, or when retries or workers run out.
+func (o *Orchestrator) regenerate(f *flight, rr *router.Request, genReq protocol.Request, c *protocol.Context, failed error) (*Response, error) {
+	err := failed
+	for try := 0; try < o.cfg.MaxRetries && o.unsentHandle(err) && f.ctx.Err() == nil; try++ {
+		var we *workerError
+		errors.As(err, &we)
+		rr.ExcludeGen = excluding(rr.ExcludeGen, we.worker)
+		if o.router.RerouteGen(f.pair, rr.ExcludeGen) != nil {
+			return nil, failed
+		}
+		o.metrics.retries.WithLabelValues(phaseGeneration + "-only").Inc()
+		o.log.Warn("generation worker unreachable: same handle, another gen worker", zap.String("request_id", f.req.ID),
+			zap.String("worker", we.worker), zap.String("next", f.pair.Gen.Endpoint().ID))
+		f.route.Gen = f.pair.Gen.Endpoint().ID
+		var resp *Response
+		resp, err = o.generate(f, genReq, c)
+		if err == nil {
+			return resp, nil
+		}
+	}
+	return nil, err
+}
+
 // contextPhase sends the context-only request and parses the handle.
-func (o *Orchestrator) contextPhase(req *Request, ep *router.Endpoint, in protocol.Input, t *trace) (protocol.Context, error) {
+func (o *Orchestrator) contextPhase(f *flight, in protocol.Input) (protocol.Context, error) {
 	r, err := o.adapter.ContextRequest(in)
 	if err != nil {
 		return protocol.Context{}, err
 	}
+	ep, req := f.pair.Ctx.Endpoint(), f.req
 	start := o.now()
-	rep, err := o.up.post(ep.URL, req.Endpoint.Path(), r, req.ID, start.Add(o.cfg.ContextTimeout))
+	rep, err := o.up.post(f.ctx, ep.URL, req.Endpoint.Path(), r, req.ID, start.Add(o.cfg.ContextTimeout))
 	o.observe(ep, rep.status, err)
-	t.ctxDur = o.now().Sub(start)
-	o.metrics.phase.WithLabelValues(phaseContext).Observe(t.ctxDur.Seconds())
+	f.ctxDur = o.now().Sub(start)
+	o.metrics.phase.WithLabelValues(phaseContext).Observe(f.ctxDur.Seconds())
 	if err != nil {
-		return protocol.Context{}, &workerError{phase: phaseContext, worker: ep.ID, timeout: errors.Is(err, errTimeout), err: err}
+		return protocol.Context{}, callFailed(phaseContext, ep, err)
 	}
 	if rep.status != http.StatusOK {
 		return protocol.Context{}, &workerError{phase: phaseContext, worker: ep.ID, status: rep.status, body: rep.body}
@@ -81,16 +120,17 @@ func (o *Orchestrator) contextPhase(req *Request, ep *router.Endpoint, in protoc
 	if err != nil {
 		return protocol.Context{}, err
 	}
-	t.cachedTokens, t.ctxRan = c.CachedTokens, true
-	if pair := t.pair; pair != nil && pair.CtxCached > 0 {
-		o.metrics.cacheError.Observe(float64(pair.CtxCached - c.CachedTokens))
+	f.cachedTokens, f.ctxRan = c.CachedTokens, true
+	if f.pair.CtxCached > 0 {
+		o.metrics.cacheError.Observe(float64(f.pair.CtxCached - c.CachedTokens))
 	}
 	return c, nil
 }
 
-// concurrent sends both legs at once (SGLang): the ctx leg is drained in the
-// background and its lease released when it ends.
-func (o *Orchestrator) concurrent(req *Request, pair *router.Pair, in protocol.Input, t *trace) (*Response, error) {
+// concurrent sends both legs at once (SGLang): the ctx leg runs in the
+// background, holding the ctx lease until it ends; it is cancelled with
+// the request.
+func (o *Orchestrator) concurrent(f *flight, in protocol.Input) (*Response, error) {
 	ctxReq, err := o.adapter.ContextRequest(in)
 	if err != nil {
 		return nil, err
@@ -99,65 +139,64 @@ func (o *Orchestrator) concurrent(req *Request, pair *router.Pair, in protocol.I
 	if err != nil {
 		return nil, err
 	}
-	ctxLease := pair.DetachCtx() // the background leg alone refunds it
+	ctxLease := f.pair.DetachCtx() // the background leg alone refunds it
+	ctx, id, path := f.ctx, f.req.ID, f.req.Endpoint.Path()
 	o.background.Add(1)
 	go func() {
 		defer o.background.Done()
 		defer ctxLease.Release()
 		ep := ctxLease.Endpoint()
-		rep, err := o.up.post(ep.URL, req.Endpoint.Path(), ctxReq, req.ID, o.now().Add(o.cfg.ContextTimeout))
+		rep, err := o.up.post(ctx, ep.URL, path, ctxReq, id, o.now().Add(o.cfg.ContextTimeout))
 		o.observe(ep, rep.status, err)
-		if err != nil || rep.status != http.StatusOK {
-			o.log.Warn("sglang prefill leg failed", zap.String("request_id", req.ID), zap.String("worker", ep.ID),
+		if (err != nil && !errors.Is(err, errCancelled)) || (err == nil && rep.status != http.StatusOK) {
+			o.log.Warn("sglang prefill leg failed", zap.String("request_id", id), zap.String("worker", ep.ID),
 				zap.Int("status", rep.status), zap.Error(err))
 		}
 	}()
-	return o.generate(req, pair, genReq, nil, t)
+	return o.generate(f, genReq, nil)
 }
 
 // generate runs the generation phase. c is the context phase's result, nil
 // when there was none.
-func (o *Orchestrator) generate(req *Request, pair *router.Pair, r protocol.Request, c *protocol.Context, t *trace) (*Response, error) {
-	ep := pair.Gen.Endpoint()
+func (o *Orchestrator) generate(f *flight, r protocol.Request, c *protocol.Context) (*Response, error) {
+	ep, req := f.pair.Gen.Endpoint(), f.req
 	start := o.now()
-	handle := c != nil // a KV handle from a context phase rides on this request
 	if !req.Stream {
-		rep, err := o.up.post(ep.URL, req.Endpoint.Path(), r, req.ID, start.Add(o.cfg.StreamTotalTimeout))
+		rep, err := o.up.post(f.ctx, ep.URL, req.Endpoint.Path(), r, req.ID, start.Add(o.cfg.StreamTotalTimeout))
 		o.observe(ep, rep.status, err)
 		if err != nil {
-			return nil, &workerError{phase: phaseGeneration, worker: ep.ID, timeout: errors.Is(err, errTimeout), err: err}
+			return nil, callFailed(phaseGeneration, ep, err)
 		}
 		if rep.status != http.StatusOK {
-			return nil, &workerError{phase: phaseGeneration, worker: ep.ID, status: rep.status, body: rep.body, afterHandle: handle}
+			return nil, &workerError{phase: phaseGeneration, worker: ep.ID, status: rep.status, body: rep.body, afterHandle: c != nil}
 		}
 		body, u, err := completeResponse(rep.body, c)
 		if err != nil {
 			return nil, &workerError{phase: phaseGeneration, worker: ep.ID, err: err}
 		}
 		o.metrics.phase.WithLabelValues(phaseGeneration).Observe(o.now().Sub(start).Seconds())
-		pair.Release()
-		t.status, t.cachedTokens, t.outputTokens, t.genRan = http.StatusOK, u.CachedTokens(), u.CompletionTokens, true
-		t.ttft = o.now().Sub(t.start)
-		o.finish(t)
-		return &Response{Status: http.StatusOK, Body: body, Route: t.route()}, nil
+		f.cachedTokens, f.outputTokens, f.genRan = u.CachedTokens(), u.CompletionTokens, true
+		f.ttft = f.sinceStart()
+		f.end(http.StatusOK, nil)
+		return &Response{Status: http.StatusOK, Body: body, Route: f.route}, nil
 	}
 	firstBy := start.Add(o.cfg.FirstEventTimeout) // one budget for headers and first event
-	st, err := o.up.openStream(ep.URL, req.Endpoint.Path(), r, req.ID, firstBy, start.Add(o.cfg.StreamTotalTimeout+streamSlack))
+	st, err := o.up.openStream(f.ctx, ep.URL, req.Endpoint.Path(), r, req.ID, firstBy, start.Add(o.cfg.StreamTotalTimeout+streamSlack))
 	if st != nil {
 		o.observe(ep, st.status, nil)
 	} else {
 		o.observe(ep, 0, err)
 	}
 	if err != nil {
-		return nil, &workerError{phase: phaseGeneration, worker: ep.ID, timeout: errors.Is(err, errTimeout), err: err}
+		return nil, callFailed(phaseGeneration, ep, err)
 	}
 	if st.status != http.StatusOK {
-		return nil, &workerError{phase: phaseGeneration, worker: ep.ID, status: st.status, body: st.readError(), afterHandle: handle}
+		return nil, &workerError{phase: phaseGeneration, worker: ep.ID, status: st.status, body: st.readError(), afterHandle: c != nil}
 	}
-	rl := newRelay(o, req, pair, st, c, t, start)
+	rl := newRelay(f, st, c, o.streamLimits(), start)
 	if err := rl.awaitFirst(firstBy); err != nil {
 		rl.abort()
-		return nil, &workerError{phase: phaseGeneration, worker: ep.ID, timeout: errors.Is(err, errTimeout), err: err}
+		return nil, callFailed(phaseGeneration, ep, err)
 	}
-	return &Response{Status: http.StatusOK, Route: t.route(), relay: rl}, nil
+	return &Response{Status: http.StatusOK, Route: f.route, relay: rl}, nil
 }

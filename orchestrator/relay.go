@@ -11,7 +11,6 @@ import (
 
 	"github.com/duet-serve/duet/orchestrator/protocol"
 	"github.com/duet-serve/duet/proto/openai"
-	"github.com/duet-serve/duet/router"
 	"go.uber.org/zap"
 )
 
@@ -38,13 +37,11 @@ type sseEvent struct {
 // and enforces idle and total limits. close(stop) plus closing the upstream
 // stream ends the reader, which run and abort always join.
 type relay struct {
-	o     *Orchestrator
-	req   *Request
-	pair  *router.Pair
+	f     *flight
 	st    *stream
-	ctx   *protocol.Context
-	t     *trace
-	start time.Time
+	ctx   *protocol.Context // the context phase's result; nil when none
+	lim   streamLimits
+	start time.Time // the generation phase's
 
 	events        chan sseEvent
 	stop          chan struct{}
@@ -58,8 +55,18 @@ type relay struct {
 	once          sync.Once
 }
 
-func newRelay(o *Orchestrator, req *Request, pair *router.Pair, st *stream, c *protocol.Context, t *trace, start time.Time) *relay {
-	rl := &relay{o: o, req: req, pair: pair, st: st, ctx: c, t: t, start: start,
+// streamLimits bound a relayed stream (see Config).
+type streamLimits struct {
+	firstEvent, ping, idle, total time.Duration
+}
+
+func (o *Orchestrator) streamLimits() streamLimits {
+	return streamLimits{firstEvent: o.cfg.FirstEventTimeout, ping: o.cfg.PingInterval, idle: o.cfg.StreamIdleTimeout,
+		total: o.cfg.StreamTotalTimeout}
+}
+
+func newRelay(f *flight, st *stream, c *protocol.Context, lim streamLimits, start time.Time) *relay {
+	rl := &relay{f: f, st: st, ctx: c, lim: lim, start: start,
 		events: make(chan sseEvent, 16), stop: make(chan struct{}), chunks: getChunkReader()}
 	rl.joined.Add(1)
 	go rl.read()
@@ -89,9 +96,11 @@ func (rl *relay) read() {
 // awaitFirst waits until firstBy for the first event, so that a worker that
 // fails before sending anything can still be retried elsewhere.
 func (rl *relay) awaitFirst(firstBy time.Time) error {
-	timer := time.NewTimer(firstBy.Sub(rl.o.now()))
+	timer := time.NewTimer(firstBy.Sub(rl.f.o.now()))
 	defer timer.Stop()
 	select {
+	case <-rl.f.ctx.Done():
+		return errCancelled
 	case ev := <-rl.events:
 		switch {
 		case ev.err != nil:
@@ -109,7 +118,7 @@ func (rl *relay) awaitFirst(firstBy time.Time) error {
 		rl.first, rl.firstChunk = ev, c // emitted as read: nothing parses in between
 		return nil
 	case <-timer.C:
-		return fmt.Errorf("%w: no event within %s", errTimeout, rl.o.cfg.FirstEventTimeout)
+		return fmt.Errorf("%w: no event within %s", errTimeout, rl.lim.firstEvent)
 	}
 }
 
@@ -125,16 +134,15 @@ func (rl *relay) abort() {
 	})
 }
 
-// record releases the leases and logs the request once.
-func (rl *relay) record(status int, err error) {
-	rl.pair.Release()
-	rl.t.genRan = status == http.StatusOK // the gen worker now holds prompt and output
-	if rl.t.outputTokens == 0 {
-		rl.t.outputTokens = rl.contentEvents
+// finish ends the request the relay carried.
+func (rl *relay) finish(status int, err error) {
+	f := rl.f
+	f.genRan = status == http.StatusOK // the gen worker now holds prompt and output
+	if f.outputTokens == 0 {
+		f.outputTokens = rl.contentEvents
 	}
-	rl.t.status, rl.t.err = status, err
-	rl.o.metrics.phase.WithLabelValues(phaseGeneration).Observe(rl.o.now().Sub(rl.start).Seconds())
-	rl.o.finish(rl.t)
+	f.o.metrics.phase.WithLabelValues(phaseGeneration).Observe(f.o.now().Sub(rl.start).Seconds())
+	f.end(status, err)
 }
 
 // run relays until the stream ends; see Response.Relay. It runs on
@@ -146,10 +154,10 @@ func (rl *relay) run(w *bufio.Writer) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("panic in relay: %v", p)
-			rl.o.log.Error("panic in relay", zap.String("request_id", rl.req.ID), zap.Any("panic", p))
+			rl.f.o.log.Error("panic in relay", zap.String("request_id", rl.f.req.ID), zap.Any("panic", p))
 		}
 		rl.abort()
-		rl.record(status, err)
+		rl.finish(status, err)
 	}()
 	status, err = rl.loop(w)
 }
@@ -158,16 +166,18 @@ func (rl *relay) loop(w *bufio.Writer) (int, error) {
 	if err := rl.emit(w, rl.first.data, rl.firstChunk); err != nil {
 		return rl.halt(w, err)
 	}
-	ping := time.NewTicker(rl.o.cfg.PingInterval)
+	now := rl.f.o.now
+	ping := time.NewTicker(rl.lim.ping)
 	defer ping.Stop()
-	idle := time.NewTimer(rl.o.cfg.StreamIdleTimeout)
+	idle := time.NewTimer(rl.lim.idle)
 	defer idle.Stop()
-	total := time.NewTimer(rl.o.cfg.StreamTotalTimeout)
+	lastWrite := now()
+	total := time.NewTimer(rl.lim.total - lastWrite.Sub(rl.start))
 	defer total.Stop()
-	lastWrite := rl.o.now()
-	total.Reset(rl.o.cfg.StreamTotalTimeout - lastWrite.Sub(rl.start))
 	for {
 		select {
+		case <-rl.f.ctx.Done():
+			return statusClientClosed, errClientGone
 		case ev := <-rl.events:
 			if ev.err != nil || openai.IsDone(ev.data) {
 				return rl.end(w, ev.err)
@@ -175,16 +185,16 @@ func (rl *relay) loop(w *bufio.Writer) (int, error) {
 			if err := rl.forward(w, ev.data); err != nil {
 				return rl.halt(w, err)
 			}
-			lastWrite = rl.o.now()
-			idle.Reset(rl.o.cfg.StreamIdleTimeout)
+			lastWrite = now()
+			idle.Reset(rl.lim.idle)
 		case <-ping.C:
-			if rl.o.now().Sub(lastWrite) < rl.o.cfg.PingInterval {
+			if now().Sub(lastWrite) < rl.lim.ping {
 				continue
 			}
 			if openai.WriteComment(w, "ping") != nil || w.Flush() != nil {
 				return statusClientClosed, errClientGone
 			}
-			lastWrite = rl.o.now()
+			lastWrite = now()
 		case <-idle.C:
 			return rl.failStream(w, errStreamIdle)
 		case <-total.C:
@@ -205,6 +215,9 @@ func (rl *relay) halt(w *bufio.Writer, err error) (int, error) {
 // end closes a stream whose upstream ended: cleanly after [DONE] or a
 // finish_reason, as a worker failure otherwise.
 func (rl *relay) end(w *bufio.Writer, readErr error) (int, error) {
+	if rl.f.ctx.Err() != nil { // the stream was cut because the client left
+		return statusClientClosed, errClientGone
+	}
 	if rl.workerErr != nil { // relayed as is; the request failed
 		_ = openai.WriteDone(w)
 		_ = w.Flush()
@@ -277,18 +290,18 @@ func (rl *relay) emit(w *bufio.Writer, data []byte, c chunk) error {
 		var u openai.Usage
 		data, u = rl.chunks.rewrite(data, c, rl.ctx)
 		if c.usage != nil {
-			rl.t.cachedTokens, rl.t.outputTokens = u.CachedTokens(), u.CompletionTokens
+			rl.f.cachedTokens, rl.f.outputTokens = u.CachedTokens(), u.CompletionTokens
 		}
 	}
 	rl.finished = rl.finished || c.finish != ""
 	if c.content {
-		if rl.t.ttft == 0 {
-			rl.t.ttft = rl.o.now().Sub(rl.t.start)
+		if rl.f.ttft == 0 {
+			rl.f.ttft = rl.f.sinceStart()
 		}
 		rl.contentEvents++
 	}
-	rl.t.events++
-	rl.t.bytes += len(data)
+	rl.f.events++
+	rl.f.bytes += len(data)
 	if openai.WriteEvent(w, data) != nil || w.Flush() != nil {
 		return errClientWrite
 	}

@@ -36,15 +36,16 @@ func BenchmarkRelayEvents(b *testing.B) {
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
-				rl := &relay{o: o, req: &Request{}, ctx: c, t: &trace{start: time.Now()}, chunks: getChunkReader()}
+				f := &flight{o: o, req: &Request{Received: time.Now()}}
+				rl := &relay{f: f, ctx: c, chunks: getChunkReader()}
 				defer putChunkReader(rl.chunks)
 				for _, ev := range events {
 					if err := rl.forward(w, ev); err != nil {
 						b.Fatal(err)
 					}
 				}
-				if !rl.finished || rl.t.outputTokens != n {
-					b.Fatalf("finished %v output %d", rl.finished, rl.t.outputTokens)
+				if !rl.finished || rl.f.outputTokens != n {
+					b.Fatalf("finished %v output %d", rl.finished, rl.f.outputTokens)
 				}
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(events)), "ns/event")

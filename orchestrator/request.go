@@ -26,6 +26,10 @@ type Incoming struct {
 	Header    func(name string) string
 	RequestID string
 	Received  time.Time
+	// Stopping is closed when the server begins shutting down: it ends a
+	// wait in the admission queue (requests already admitted finish). Nil
+	// never closes.
+	Stopping <-chan struct{}
 }
 
 // Request is a validated client request.

@@ -2,11 +2,14 @@ package orchestrator
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/url"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/duet-serve/duet/orchestrator/protocol"
@@ -14,23 +17,28 @@ import (
 )
 
 // upstream is the one pooled HTTP client to the workers: a fasthttp
-// HostClient per worker URL, created on first use.
+// HostClient per worker URL, created on first use, used as a connection
+// pool. duet drives each exchange itself (see exchange) so that a request
+// whose client left closes its worker connection at once: fasthttp's own
+// Do cannot be cancelled.
 type upstream struct {
-	maxConns   int
-	connWait   time.Duration
-	totalLimit time.Duration
-	mu         sync.Mutex // guards clients
-	clients    map[string]*fasthttp.HostClient
+	maxConns int
+	connWait time.Duration
+	mu       sync.Mutex // guards clients
+	clients  map[string]*fasthttp.HostClient
 }
+
+// idleConnLimit is how long a pooled connection may sit idle. It is below
+// the 5 s keep-alive of uvicorn, the server under vLLM, TensorRT-LLM and
+// SGLang (uvicorn config.py timeout_keep_alive), so duet rarely reuses a
+// connection the worker is closing.
+const idleConnLimit = 4 * time.Second
 
 func newUpstream(cfg Config) *upstream {
-	return &upstream{maxConns: cfg.MaxConnsPerWorker, connWait: cfg.ConnWaitTimeout,
-		totalLimit: cfg.StreamTotalTimeout, clients: map[string]*fasthttp.HostClient{}}
+	return &upstream{maxConns: cfg.MaxConnsPerWorker, connWait: cfg.ConnWaitTimeout, clients: map[string]*fasthttp.HostClient{}}
 }
 
-// client returns the pooled client for a worker base URL. No read deadline
-// is set: fasthttp's read timeouts cover a whole streamed body and would cut
-// long generations; the caller bounds each call instead.
+// client returns the pooled client for a worker base URL.
 func (u *upstream) client(base string) (*fasthttp.HostClient, error) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
@@ -42,17 +50,27 @@ func (u *upstream) client(base string) (*fasthttp.HostClient, error) {
 		return nil, fmt.Errorf("worker url %q: not an absolute URL", base)
 	}
 	hc := &fasthttp.HostClient{
-		Addr:                          hostPort(parsed),
-		IsTLS:                         parsed.Scheme == "https",
-		MaxConns:                      u.maxConns,
-		MaxConnWaitTimeout:            u.connWait,
-		MaxIdleConnDuration:           30 * time.Second,
-		NoDefaultUserAgentHeader:      true,
-		DisableHeaderNamesNormalizing: false,
-		ReadBufferSize:                16 << 10,
+		Addr:                     hostPort(parsed),
+		IsTLS:                    parsed.Scheme == "https",
+		MaxConns:                 u.maxConns,
+		MaxConnWaitTimeout:       u.connWait,
+		MaxIdleConnDuration:      idleConnLimit,
+		NoDefaultUserAgentHeader: true,
+		ReadBufferSize:           16 << 10,
 	}
 	u.clients[base] = hc
 	return hc, nil
+}
+
+// conns counts the open connections to every worker, idle or in use.
+func (u *upstream) conns() int {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	n := 0
+	for _, hc := range u.clients {
+		n += hc.ConnsCount()
+	}
+	return n
 }
 
 func hostPort(u *url.URL) string {
@@ -81,21 +99,32 @@ func newRequest(base, path string, r protocol.Request, requestID string) *fastht
 	return req
 }
 
-// errTimeout marks a call that hit its deadline; errPoolBusy one that
-// found no free pooled connection (duet's limit, not the worker's fault).
+// Errors a call can end with besides the worker's own. errTimeout marks a
+// call that hit its deadline; errPoolBusy one that found no free pooled
+// connection (duet's limit, not the worker's fault); errCancelled one whose
+// request was abandoned (the client left); errUnsent one that failed before
+// the worker could have read any of it (no connection), so that another
+// worker may take the very same request.
 var (
-	errTimeout  = errors.New("timed out")
-	errPoolBusy = errors.New("no free upstream connection")
+	errTimeout   = errors.New("timed out")
+	errPoolBusy  = errors.New("no free upstream connection")
+	errCancelled = errors.New("cancelled: the client went away")
+	errUnsent    = errors.New("could not connect")
 )
 
-// classify wraps fasthttp's errors that passive health must not take for a
-// dead worker.
-func classify(err error) error {
+// classify names a failed exchange: the request's own cancellation first,
+// then the kinds passive health must not take for a dead worker.
+func classify(ctx context.Context, err error, sent bool) error {
+	var ne net.Error
 	switch {
-	case errors.Is(err, fasthttp.ErrTimeout):
+	case ctx.Err() != nil:
+		return fmt.Errorf("%w: %v", errCancelled, err)
+	case errors.Is(err, fasthttp.ErrTimeout), errors.As(err, &ne) && ne.Timeout():
 		return fmt.Errorf("%w: %v", errTimeout, err)
 	case errors.Is(err, fasthttp.ErrNoFreeConns):
 		return fmt.Errorf("%w: %v", errPoolBusy, err)
+	case !sent:
+		return fmt.Errorf("%w: %v", errUnsent, err)
 	}
 	return err
 }
@@ -106,8 +135,9 @@ type reply struct {
 	body   []byte
 }
 
-// post sends r and reads the whole response before deadline.
-func (u *upstream) post(base, path string, r protocol.Request, requestID string, deadline time.Time) (reply, error) {
+// post sends r and reads the whole response before deadline, or until ctx
+// ends.
+func (u *upstream) post(ctx context.Context, base, path string, r protocol.Request, requestID string, deadline time.Time) (reply, error) {
 	hc, err := u.client(base)
 	if err != nil {
 		return reply{}, err
@@ -116,29 +146,55 @@ func (u *upstream) post(base, path string, r protocol.Request, requestID string,
 	defer fasthttp.ReleaseRequest(req)
 	resp := fasthttp.AcquireResponse()
 	defer fasthttp.ReleaseResponse(resp)
-	if err := hc.DoDeadline(req, resp, deadline); err != nil {
-		return reply{}, classify(err)
+	h, err := exchange(ctx, hc, req, resp, deadline, deadline)
+	if err != nil {
+		return reply{}, err
 	}
+	h.release(false)
 	return reply{status: resp.StatusCode(), body: append([]byte(nil), resp.Body()...)}, nil
 }
 
 // stream is a worker response whose body is read as it arrives.
 type stream struct {
 	status int
-	body   io.Reader
+	body   *streamBody
 	resp   *fasthttp.Response
+	conn   held
 	once   sync.Once
 }
 
-// closeBody ends the body stream, unblocking a pending read; safe to call
-// more than once and concurrently with a read.
-func (s *stream) closeBody() { _ = s.resp.CloseBodyStream() }
+// streamBody reads a streamed response body and remembers whether it was
+// read to its end (only then may the connection be pooled again).
+type streamBody struct {
+	r   io.Reader
+	eof atomic.Bool
+}
 
-// close ends the body stream and returns the response to the pool. No read
-// may be running or start afterwards (a reader must be joined first).
+func (b *streamBody) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	if errors.Is(err, io.EOF) {
+		b.eof.Store(true)
+	}
+	return n, err
+}
+
+// closeBody ends the body stream, unblocking a pending read by closing the
+// connection unless the body was read to its end; safe to call more than
+// once and concurrently with a read. The worker sees the connection close.
+func (s *stream) closeBody() {
+	if !s.body.eof.Load() {
+		_ = s.conn.conn.Close()
+	}
+}
+
+// close ends the body stream and returns the connection and the response
+// to their pools. No read may be running or start afterwards (a reader must
+// be joined first).
 func (s *stream) close() {
 	s.once.Do(func() {
 		s.closeBody()
+		_ = s.resp.CloseBodyStream()
+		s.conn.release(!s.body.eof.Load())
 		fasthttp.ReleaseResponse(s.resp)
 	})
 }
@@ -151,43 +207,26 @@ func (s *stream) readError() []byte {
 }
 
 // openStream sends r with a streamed response and returns once the headers
-// arrived, or errTimeout at firstBy. The whole exchange, body included, ends
-// at deadline; the caller bounds idle time by closing the stream. On a
-// timeout the in-flight call is abandoned to a goroutine that releases it
-// when the call ends.
-func (u *upstream) openStream(base, path string, r protocol.Request, requestID string, firstBy, deadline time.Time) (*stream, error) {
+// arrived, or errTimeout at headersBy. Reading the body ends at deadline;
+// the caller bounds idle time by closing the stream. ctx cancels the call
+// until the stream is closed.
+func (u *upstream) openStream(ctx context.Context, base, path string, r protocol.Request, requestID string, headersBy, deadline time.Time) (*stream, error) {
 	hc, err := u.client(base)
 	if err != nil {
 		return nil, err
 	}
 	req := newRequest(base, path, r, requestID)
+	defer fasthttp.ReleaseRequest(req)
 	resp := fasthttp.AcquireResponse()
 	resp.StreamBody = true
-	done := make(chan error, 1)
-	go func() {
-		defer fasthttp.ReleaseRequest(req)
-		done <- hc.DoDeadline(req, resp, deadline)
-	}()
-	timer := time.NewTimer(time.Until(firstBy))
-	defer timer.Stop()
-	select {
-	case err := <-done:
-		if err != nil {
-			fasthttp.ReleaseResponse(resp)
-			return nil, classify(err)
-		}
-		body := resp.BodyStream()
-		if body == nil { // fasthttp had the whole body already
-			body = bytes.NewReader(resp.Body())
-		}
-		return &stream{status: resp.StatusCode(), body: body, resp: resp}, nil
-	case <-timer.C:
-		go func() {
-			if <-done == nil {
-				_ = resp.CloseBodyStream()
-			}
-			fasthttp.ReleaseResponse(resp)
-		}()
-		return nil, fmt.Errorf("%w: no response headers by the first-event deadline", errTimeout)
+	h, err := exchange(ctx, hc, req, resp, headersBy, deadline)
+	if err != nil {
+		fasthttp.ReleaseResponse(resp)
+		return nil, err
 	}
+	var body io.Reader = resp.BodyStream()
+	if body == nil { // no body to stream (fasthttp read it whole)
+		body = bytes.NewReader(resp.Body())
+	}
+	return &stream{status: resp.StatusCode(), body: &streamBody{r: body}, resp: resp, conn: h}, nil
 }

@@ -3,6 +3,7 @@ package router
 import (
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/duet-serve/duet/proto/disagg"
@@ -128,6 +129,8 @@ type Router struct {
 	kv     *KVAware      // set when the policy is kv-aware
 	stats  *Stats
 	now    func() time.Time
+	// rerouted breaks least-load ties of RerouteGen.
+	rerouted atomic.Uint64
 }
 
 // New returns a router over pool. now may be nil (time.Now).
@@ -242,4 +245,24 @@ func filter(eps []*Endpoint, exclude map[string]bool) []*Endpoint {
 		}
 	}
 	return out
+}
+
+// RerouteGen moves p's generation leg to another gen worker, keeping its
+// ctx leg: a generation request that never reached its worker (it could not
+// be connected to) can go to another with the same KV handle, without a
+// second prefill. The new worker is the least loaded available one outside
+// exclude (and other than the ctx worker when possible); it is charged what
+// the old gen lease held, which is refunded. The session's gen pin is not
+// moved: its next turn finds the failed worker ejected and re-pins.
+func (r *Router) RerouteGen(p *Pair, exclude map[string]bool) error {
+	cands, probes := r.routable(filter(r.pool.Available(disagg.RoleGeneration), exclude), r.now(), nil)
+	if len(cands) == 0 {
+		return &NoWorkerError{Role: disagg.RoleGeneration}
+	}
+	gen := leastLoaded(otherThan(cands, p.Ctx.Endpoint()), r.rerouted.Add(1))
+	unclaimProbes(probes, nil, gen)
+	tokens := p.Gen.Tokens()
+	p.Gen.Release()
+	p.Gen, p.genID, p.GenCached = gen.Acquire(tokens), gen.ID, 0
+	return nil
 }

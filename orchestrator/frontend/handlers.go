@@ -76,8 +76,9 @@ func (s *Server) completion(ctx *fasthttp.RequestCtx, method string, ep protocol
 			Message: fmt.Sprintf("request body larger than %d bytes", s.opts.Config.MaxBodyBytes)})
 		return
 	}
-	resp := s.opts.Orchestrator.Handle(ctx, orchestrator.Incoming{
-		Endpoint: ep, Body: body, RequestID: id, Received: time.Now(),
+	client, stopWatch := watchClient(ctx.Conn())
+	resp := s.opts.Orchestrator.Handle(client, orchestrator.Incoming{
+		Endpoint: ep, Body: body, RequestID: id, Received: time.Now(), Stopping: ctx.Done(),
 		Header: func(name string) string { return string(ctx.Request.Header.Peek(name)) },
 	})
 	setRouteHeaders(ctx, resp.Route)
@@ -85,25 +86,36 @@ func (s *Server) completion(ctx *fasthttp.RequestCtx, method string, ep protocol
 		ctx.Response.Header.Set("Retry-After", strconv.Itoa(int((resp.RetryAfter+time.Second-1)/time.Second)))
 	}
 	if !resp.Streaming() {
+		stopWatch()
 		ctx.SetStatusCode(resp.Status)
 		ctx.SetContentType("application/json")
 		ctx.SetBody(resp.Body)
 		return
 	}
+	s.stream(ctx, resp, stopWatch)
+}
+
+// stream answers with resp's SSE stream; stopWatch ends the client watch
+// once the stream is over.
+func (s *Server) stream(ctx *fasthttp.RequestCtx, resp *orchestrator.Response, stopWatch func()) {
 	ctx.SetStatusCode(resp.Status)
 	ctx.SetContentType(openai.ContentTypeSSE)
 	ctx.Response.Header.Set("Cache-Control", "no-cache")
 	ctx.Response.Header.Set("X-Accel-Buffering", "no")
 	relayed := false
 	defer func() {
-		if !relayed {
-			resp.Close() // a panic between Handle and the stream writer
+		if !relayed { // a panic between Handle and the stream writer
+			resp.Close()
+			stopWatch()
 		}
 	}()
 	if !ctx.Request.Header.IsHTTP11() {
-		s.relayClosing(ctx, resp)
+		s.relayClosing(ctx, resp, stopWatch)
 	} else {
-		ctx.SetBodyStreamWriter(func(w *bufio.Writer) { resp.Relay(w) })
+		ctx.SetBodyStreamWriter(func(w *bufio.Writer) {
+			defer stopWatch()
+			resp.Relay(w)
+		})
 	}
 	relayed = true
 }
@@ -120,8 +132,8 @@ const hijackStartTimeout = 10 * time.Second
 // on it, and fasthttp closes it afterwards. The relay leaves fasthttp's
 // bookkeeping, so s.hijacked tracks it for Serve's shutdown, and resp is
 // ended exactly once: by the relay, or by a guard when fasthttp never
-// hands the connection over.
-func (s *Server) relayClosing(ctx *fasthttp.RequestCtx, resp *orchestrator.Response) {
+// hands the connection over. stopWatch runs after either.
+func (s *Server) relayClosing(ctx *fasthttp.RequestCtx, resp *orchestrator.Response, stopWatch func()) {
 	ctx.Response.Header.SetContentLength(-2) // identity body, Connection: close
 	header := append([]byte(nil), ctx.Response.Header.Header()...)
 	var owned atomic.Bool
@@ -129,6 +141,7 @@ func (s *Server) relayClosing(ctx *fasthttp.RequestCtx, resp *orchestrator.Respo
 	guard := time.AfterFunc(hijackStartTimeout, func() {
 		if owned.CompareAndSwap(false, true) {
 			defer s.hijacked.Done()
+			defer stopWatch()
 			resp.Close()
 		}
 	})
@@ -144,6 +157,7 @@ func (s *Server) relayClosing(ctx *fasthttp.RequestCtx, resp *orchestrator.Respo
 				s.opts.Log.Error("panic in HTTP/1.0 stream", zap.Any("panic", p))
 			}
 		}()
+		defer stopWatch()
 		w := bufio.NewWriter(c)
 		if _, err := w.Write(header); err != nil {
 			resp.Close()
@@ -187,7 +201,7 @@ func (s *Server) readBody(ctx *fasthttp.RequestCtx) (body []byte, tooLarge bool)
 
 func setRouteHeaders(ctx *fasthttp.RequestCtx, r orchestrator.Route) {
 	if r.Decision != "" {
-		ctx.Response.Header.Set("X-Duet-Route", r.Decision)
+		ctx.Response.Header.Set("X-Duet-Route", r.Header())
 	}
 	if r.Ctx != "" {
 		ctx.Response.Header.Set("X-Duet-Ctx-Worker", r.Ctx)

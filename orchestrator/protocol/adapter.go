@@ -24,6 +24,13 @@ type Adapter interface {
 	// ParseContextResponse.
 	Concurrent() bool
 
+	// PortableHandle reports whether any gen worker may redeem a context
+	// phase's KV handle: the handle names the ctx worker, which keeps the
+	// KV until it is pulled. A generation request that never reached its
+	// worker may then go to another one unchanged, without a second
+	// prefill.
+	PortableHandle() bool
+
 	// ContextRequest returns the request for the ctx worker. It is always a
 	// non-streaming request except on a Concurrent adapter, whose two legs
 	// carry the client's own stream setting.

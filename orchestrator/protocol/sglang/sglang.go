@@ -26,6 +26,12 @@ func (*Adapter) Name() string { return Name }
 // Concurrent returns true: both legs are sent at once.
 func (*Adapter) Concurrent() bool { return true }
 
+// PortableHandle is false: SGLang has no handle; the prefill leg waits for
+// the one decode server that registers the request's bootstrap room
+// (sglang/srt/disaggregation/mooncake/conn.py, 0.5.x), so a failed
+// generation leg is retried with a fresh pair and room.
+func (*Adapter) PortableHandle() bool { return false }
+
 // ContextRequest returns the prefill request, which is the same as the
 // decode request (see GenerationRequest).
 func (*Adapter) ContextRequest(in protocol.Input) (protocol.Request, error) {

@@ -46,6 +46,14 @@ func (*Adapter) Name() string { return Name }
 // Concurrent returns false: the context phase runs first.
 func (*Adapter) Concurrent() bool { return false }
 
+// PortableHandle is true: disaggregated_params carry the ctx worker's
+// encoded_opaque_state (its cache transceiver's address) and
+// ctx_request_id; any gen worker of the cluster pulls the KV with them, and
+// the ctx worker holds it until then (TensorRT-LLM
+// tensorrt_llm/serve/openai_protocol.py DisaggregatedParams,
+// disaggregated_params.py, 2025-2026 main).
+func (*Adapter) PortableHandle() bool { return true }
+
 // ContextRequest returns the context-only request: the client's body
 // (without nvext) with
 // disaggregated_params {request_type, disagg_request_id, conversation_id

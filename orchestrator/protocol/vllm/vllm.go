@@ -58,6 +58,14 @@ func (*Adapter) Name() string { return Name }
 // Concurrent returns false: the prefill runs first.
 func (*Adapter) Concurrent() bool { return false }
 
+// PortableHandle is true: kv_transfer_params name the prefill engine
+// (remote_engine_id, remote_host, remote_port) and its blocks; any decode
+// worker can pull them, and the prefill keeps them until pulled or for
+// VLLM_NIXL_ABORT_REQUEST_TIMEOUT (480 s; since vLLM #41383, a 30 s
+// kv_lease_duration) (vllm/distributed/kv_transfer/kv_connector/v1/
+// nixl_connector.py, v0.10-v0.12 and main 2026-05).
+func (*Adapter) PortableHandle() bool { return true }
+
 // ContextRequest returns the prefill request: the client's body with the
 // prefill kv_transfer_params, stream false, max_tokens 1,
 // max_completion_tokens 1 if the body has it, and no stream_options,

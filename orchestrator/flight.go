@@ -1,0 +1,130 @@
+package orchestrator
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/duet-serve/duet/orchestrator/queue"
+	"github.com/duet-serve/duet/router"
+	"go.uber.org/zap"
+)
+
+// flight is one request from admission to its last byte, and the one owner
+// of what it holds: the admission slot, the current attempt's pair with its
+// leases, and the attempt count. It also collects what the access log and
+// the metrics say about the request. It ends exactly once (end), which
+// gives everything back, tells the router what ran, and records the
+// request. A flight is used by one goroutine at a time: Handle's, then the
+// relay's once a stream is handed over.
+type flight struct {
+	o   *Orchestrator
+	ctx context.Context // ends when the client leaves
+	req *Request
+
+	slot  *queue.Slot  // nil without an admission queue
+	pair  *router.Pair // the current attempt's; nil between attempts
+	route Route
+	// session is the request's session after routing (the client's, one a
+	// prefix match found, or one duet minted).
+	session  string
+	attempts int
+
+	// What the current attempt measured.
+	ctxRan       bool // its context phase completed
+	genRan       bool // its generation phase completed
+	cachedTokens int
+	outputTokens int
+	ctxDur       time.Duration
+	ttft         time.Duration
+	events       int
+	bytes        int
+
+	status int
+	err    error
+	ended  bool
+}
+
+// startAttempt makes pair the flight's current attempt.
+func (f *flight) startAttempt(pair *router.Pair) {
+	f.attempts++
+	f.pair = pair
+	minted := f.route.MintedSession // a retry keeps the session its first attempt minted
+	if pair.Minted {
+		minted = pair.Session
+	}
+	f.route = Route{Ctx: pair.Ctx.Endpoint().ID, Gen: pair.Gen.Endpoint().ID, Decision: pair.Decision, MintedSession: minted}
+	if pair.Session != "" {
+		f.session = pair.Session
+	}
+	f.ctxRan, f.genRan, f.cachedTokens, f.outputTokens, f.ctxDur, f.ttft = false, false, 0, 0, 0, 0
+}
+
+// prefillOver refunds the ctx lease: the ctx worker is done with the
+// request (or there was no context phase).
+func (f *flight) prefillOver() { f.pair.Ctx.Release() }
+
+// abandonAttempt gives back the current attempt's pair after it failed: the
+// router learns nothing from it.
+func (f *flight) abandonAttempt() {
+	f.pair.Release()
+	f.pair.Done(router.Outcome{ReportedCached: -1})
+	f.pair = nil
+}
+
+// end finishes the flight with status (err says why it failed): leases and
+// slot go back, the router learns what ran, and the request is recorded.
+// Only the first call counts.
+func (f *flight) end(status int, err error) {
+	if f.ended {
+		return
+	}
+	f.ended, f.status, f.err = true, status, err
+	ok := status == http.StatusOK
+	if f.pair != nil {
+		reported := -1
+		if f.ctxRan {
+			reported = f.cachedTokens
+		}
+		f.pair.Release()
+		f.pair.Done(router.Outcome{CtxRan: f.ctxRan, GenRan: ok && f.genRan, OutputTokens: f.outputTokens, ReportedCached: reported})
+		f.pair = nil
+	}
+	f.slot.Release(ok)
+	f.o.record(f)
+}
+
+// fail ends the flight with err and returns the client's error response.
+func (f *flight) fail(err error) *Response {
+	e := AsError(err)
+	f.end(e.Status, e)
+	return &Response{Status: e.Status, Body: e.JSON(), Route: f.route, RetryAfter: e.RetryAfter}
+}
+
+// sinceStart is the time since the request arrived.
+func (f *flight) sinceStart() time.Duration { return f.o.now().Sub(f.req.Received) }
+
+// record writes one ended request's metrics and access log line.
+func (o *Orchestrator) record(f *flight) {
+	total := f.sinceStart()
+	ep := f.req.Endpoint.String()
+	o.metrics.requests.WithLabelValues(ep, strconv.Itoa(f.status)).Inc()
+	o.metrics.duration.WithLabelValues(ep).Observe(total.Seconds())
+	if f.ttft > 0 {
+		o.metrics.ttft.WithLabelValues(ep).Observe(f.ttft.Seconds())
+	}
+	o.metrics.events.Add(float64(f.events))
+	o.metrics.bytes.Add(float64(f.bytes))
+	fields := []zap.Field{
+		zap.String("request_id", f.req.ID), zap.String("endpoint", ep), zap.Int("status", f.status),
+		zap.String("session", f.session), zap.String("ctx", f.route.Ctx), zap.String("gen", f.route.Gen),
+		zap.String("decision", f.route.Header()), zap.Int("attempts", f.attempts),
+		zap.Int("prompt_tokens", len(f.req.Tokens)), zap.Int("cached_tokens", f.cachedTokens), zap.Int("output_tokens", f.outputTokens),
+		zap.Duration("ctx_time", f.ctxDur), zap.Duration("ttft", f.ttft), zap.Duration("total", total),
+	}
+	if f.err != nil {
+		fields = append(fields, zap.NamedError("error", f.err))
+	}
+	o.access.Info("request", fields...)
+}

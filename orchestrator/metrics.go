@@ -31,7 +31,7 @@ func newMetrics(reg prometheus.Registerer, r *router.Router, up *upstream) (*met
 		phase: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "duet_phase_duration_seconds",
 			Help: "Duration of the context and generation phases.", Buckets: latencyBuckets}, []string{"phase"}),
 		retries: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "duet_retries_total",
-			Help: "Attempts retried after a worker failure, by failed phase."}, []string{"phase"}),
+			Help: "Attempts retried after a worker failure, by failed phase (generation-only: the same handle on another gen worker)."}, []string{"phase"}),
 		events: prometheus.NewCounter(prometheus.CounterOpts{Name: "duet_relayed_events_total",
 			Help: "SSE events relayed from gen workers to clients."}),
 		bytes: prometheus.NewCounter(prometheus.CounterOpts{Name: "duet_relayed_bytes_total",

@@ -4,6 +4,7 @@ package frontend
 
 import "syscall"
 
-// peerClosed is not implemented off Linux: the watch ends at once without
-// a verdict, and a disconnect is found by the next failed write.
-func peerClosed(syscall.RawConn) bool { return false }
+// peerClosed and peerClosedNow are not implemented off Linux: they report
+// false at once, and a disconnect is found by the next failed write.
+func peerClosed(syscall.RawConn) bool    { return false }
+func peerClosedNow(syscall.RawConn) bool { return false }

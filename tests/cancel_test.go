@@ -143,27 +143,58 @@ func metric(t *testing.T, d *deployment, name string) float64 {
 	return 0
 }
 
-func startCancelDuet(t *testing.T, ctx, gen *cancelWorker, queue string) *deployment {
+// fakeDuet shapes a duet serve over cancelWorkers.
+type fakeDuet struct {
+	ctx, gen []*cancelWorker
+	queue    string // the queue: YAML value; off when ""
+	router   string // the router: YAML value; round-robin when ""
+	admin    string // admin token; none when ""
+	fleet    string // extra fleet keys (`  key: value\n` lines)
+}
+
+func workerURLs(ws []*cancelWorker) string {
+	q := make([]string, len(ws))
+	for i, w := range ws {
+		q[i] = strconv.Quote(w.engine.url)
+	}
+	return strings.Join(q, ", ")
+}
+
+func startFakeDuet(t *testing.T, o fakeDuet) *deployment {
+	if o.queue == "" {
+		o.queue = "{enabled: false}"
+	}
+	if o.router == "" {
+		o.router = "{policy: round-robin}"
+	}
 	port := freePorts(t, 1)[0]
 	cfg := fmt.Sprintf(`
 log: {level: warn}
-server: {host: 127.0.0.1, port: %d}
+server: {host: 127.0.0.1, port: %d, admin_token: %q}
 orchestrator:
   protocol: trtllm
   context_timeout: 60s
   first_event_timeout: 60s
   stream_idle_timeout: 60s
   max_local_prefill_tokens: 0
-router: {policy: round-robin}
+router: %s
 queue: %s
 fleet:
   health_interval: 100ms
-  context: {engine: trtllm, urls: [%q], health_path: /health}
-  generation: {engine: trtllm, urls: [%q], health_path: /health}
-`, port, queue, ctx.engine.url, gen.engine.url)
+%s  context: {engine: trtllm, urls: [%s], health_path: /health}
+  generation: {engine: trtllm, urls: [%s], health_path: /health}
+`, port, o.admin, o.router, o.queue, o.fleet, workerURLs(o.ctx), workerURLs(o.gen))
 	p := startDuet(t, "serve", "--config", writeFile(t, "duet.yaml", cfg))
 	d := &deployment{url: fmt.Sprintf("http://127.0.0.1:%d", port), proc: p}
 	waitHTTP(t, p, d.url+"/health", 60*time.Second)
+	require.Eventually(t, func() bool {
+		for _, w := range d.cluster(t).Workers {
+			if !w.Healthy {
+				return false
+			}
+		}
+		return true
+	}, 10*time.Second, 20*time.Millisecond, "every fake worker healthy in duet")
 	return d
 }
 
@@ -173,7 +204,7 @@ fleet:
 // At every point, the worker must now see its connection close.
 func TestClientLeavingClosesTheWorkersConnection(t *testing.T) {
 	ctx, gen := startCancelWorker(t, "ctx-0"), startCancelWorker(t, "gen-0")
-	d := startCancelDuet(t, ctx, gen, "{enabled: false}")
+	d := startFakeDuet(t, fakeDuet{ctx: []*cancelWorker{ctx}, gen: []*cancelWorker{gen}})
 	code, _, body := d.chat(t, true, "warm up", `,"max_tokens":4`)
 	require.Equal(t, http.StatusOK, code, string(body))
 	goroutines, conns := metric(t, d, "go_goroutines"), metric(t, d, "duet_upstream_connections")
@@ -222,7 +253,8 @@ func TestClientLeavingClosesTheWorkersConnection(t *testing.T) {
 // admission queue was admitted later and served anyway.
 func TestClientLeavingTheAdmissionQueueIsNeverServed(t *testing.T) {
 	ctx, gen := startCancelWorker(t, "ctx-0"), startCancelWorker(t, "gen-0")
-	d := startCancelDuet(t, ctx, gen, "{enabled: true, inflight_per_worker: 1, max_queue_length: 10, max_wait: 60s}")
+	d := startFakeDuet(t, fakeDuet{ctx: []*cancelWorker{ctx}, gen: []*cancelWorker{gen},
+		queue: "{enabled: true, inflight_per_worker: 1, max_queue_length: 10, max_wait: 60s}"})
 	ctx.stallAt.Store(int32(stallBeforeHeaders))
 	holder := rawClient(t, d, "holder", true) // holds the one admission slot in its context phase
 	require.Eventually(t, func() bool { a, _ := ctx.times("holder"); return !a.IsZero() }, 10*time.Second, time.Millisecond)
@@ -245,7 +277,7 @@ func TestClientLeavingTheAdmissionQueueIsNeverServed(t *testing.T) {
 func TestVanishingClientsDoNotReachWorkers(t *testing.T) {
 	ctx, gen := startCancelWorker(t, "ctx-0"), startCancelWorker(t, "gen-0")
 	ctx.prefill, gen.events, gen.gap = 30*time.Millisecond, 20, 5*time.Millisecond
-	d := startCancelDuet(t, ctx, gen, "{enabled: false}")
+	d := startFakeDuet(t, fakeDuet{ctx: []*cancelWorker{ctx}, gen: []*cancelWorker{gen}})
 	const n = 200
 	closedAt := make([]time.Time, n)
 	var wg sync.WaitGroup

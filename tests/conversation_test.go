@@ -29,8 +29,14 @@ type message struct {
 // converse sends messages and returns the turn with the model's reply.
 func converse(t *testing.T, d *deployment, msgs []message, headers ...string) chatTurn {
 	t.Helper()
+	return converseWith(t, d, msgs, "", headers...)
+}
+
+// converseWith is converse with extra body fields (`,"key":value...`).
+func converseWith(t *testing.T, d *deployment, msgs []message, extra string, headers ...string) chatTurn {
+	t.Helper()
 	mb, _ := json.Marshal(msgs)
-	body := fmt.Sprintf(`{"model":"meta-llama/Llama-3.1-8B-Instruct","max_tokens":24,"ignore_eos":true,"messages":%s}`, mb)
+	body := fmt.Sprintf(`{"model":"meta-llama/Llama-3.1-8B-Instruct","max_tokens":24,"ignore_eos":true,"messages":%s%s}`, mb, extra)
 	code, hdr, out := post(t, d.url+"/v1/chat/completions", body, headers...)
 	turn := chatTurn{status: code, route: hdr.Get("X-Duet-Route"), ctx: hdr.Get("X-Duet-Ctx-Worker"),
 		gen: hdr.Get("X-Duet-Gen-Worker"), session: hdr.Get("X-Session-ID")}

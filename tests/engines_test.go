@@ -68,6 +68,7 @@ type fakeEngine struct {
 	port   int
 	url    string
 	handle engineHandler
+	srv    *http.Server
 
 	inflight atomic.Int64 // completion requests being answered
 
@@ -83,9 +84,9 @@ func startEngine(t *testing.T, name string, h engineHandler) *fakeEngine {
 	ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
 	require.NoError(t, err)
 	e := &fakeEngine{name: name, port: port, url: fmt.Sprintf("http://127.0.0.1:%d", port), handle: h}
-	srv := &http.Server{Handler: e, ReadHeaderTimeout: 5 * time.Second}
-	go func() { _ = srv.Serve(ln) }()
-	t.Cleanup(func() { _ = srv.Close() })
+	e.srv = &http.Server{Handler: e, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = e.srv.Serve(ln) }()
+	t.Cleanup(func() { _ = e.srv.Close() })
 	return e
 }
 

@@ -37,6 +37,7 @@ type flight struct {
 	cachedTokens int
 	outputTokens int
 	ctxDur       time.Duration
+	genDur       time.Duration // a completed generation phase's
 	ttft         time.Duration
 	events       int
 	bytes        int
@@ -58,7 +59,7 @@ func (f *flight) startAttempt(pair *router.Pair) {
 	if pair.Session != "" {
 		f.session = pair.Session
 	}
-	f.ctxRan, f.genRan, f.cachedTokens, f.outputTokens, f.ctxDur, f.ttft = false, false, 0, 0, 0, 0
+	f.ctxRan, f.genRan, f.cachedTokens, f.outputTokens, f.ctxDur, f.genDur, f.ttft = false, false, 0, 0, 0, 0, 0
 }
 
 // prefillOver refunds the ctx lease: the ctx worker is done with the
@@ -102,8 +103,16 @@ func (f *flight) fail(err error) *Response {
 	return &Response{Status: e.Status, Body: e.JSON(), Route: f.route, RetryAfter: e.RetryAfter}
 }
 
+// now reads the orchestrator's clock.
+func (f *flight) now() time.Time { return f.o.now() }
+
 // sinceStart is the time since the request arrived.
-func (f *flight) sinceStart() time.Duration { return f.o.now().Sub(f.req.Received) }
+func (f *flight) sinceStart() time.Duration { return f.now().Sub(f.req.Received) }
+
+// logPanic logs a panic recovered while serving the request.
+func (f *flight) logPanic(where string, p any) {
+	f.o.log.Error("panic in "+where, zap.String("request_id", f.req.ID), zap.Any("panic", p))
+}
 
 // record writes one ended request's metrics and access log line.
 func (o *Orchestrator) record(f *flight) {
@@ -111,6 +120,9 @@ func (o *Orchestrator) record(f *flight) {
 	ep := f.req.Endpoint.String()
 	o.metrics.requests.WithLabelValues(ep, strconv.Itoa(f.status)).Inc()
 	o.metrics.duration.WithLabelValues(ep).Observe(total.Seconds())
+	if f.genDur > 0 {
+		o.metrics.phase.WithLabelValues(phaseGeneration).Observe(f.genDur.Seconds())
+	}
 	if f.ttft > 0 {
 		o.metrics.ttft.WithLabelValues(ep).Observe(f.ttft.Seconds())
 	}

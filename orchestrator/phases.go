@@ -174,7 +174,7 @@ func (o *Orchestrator) generate(f *flight, r protocol.Request, c *protocol.Conte
 		if err != nil {
 			return nil, &workerError{phase: phaseGeneration, worker: ep.ID, err: err}
 		}
-		o.metrics.phase.WithLabelValues(phaseGeneration).Observe(o.now().Sub(start).Seconds())
+		f.genDur = o.now().Sub(start)
 		f.cachedTokens, f.outputTokens, f.genRan = u.CachedTokens(), u.CompletionTokens, true
 		f.ttft = f.sinceStart()
 		f.end(http.StatusOK, nil)

@@ -11,7 +11,6 @@ import (
 
 	"github.com/duet-serve/duet/orchestrator/protocol"
 	"github.com/duet-serve/duet/proto/openai"
-	"go.uber.org/zap"
 )
 
 // statusClientClosed is recorded for requests whose client went away
@@ -96,7 +95,7 @@ func (rl *relay) read() {
 // awaitFirst waits until firstBy for the first event, so that a worker that
 // fails before sending anything can still be retried elsewhere.
 func (rl *relay) awaitFirst(firstBy time.Time) error {
-	timer := time.NewTimer(firstBy.Sub(rl.f.o.now()))
+	timer := time.NewTimer(firstBy.Sub(rl.f.now()))
 	defer timer.Stop()
 	select {
 	case <-rl.f.ctx.Done():
@@ -141,7 +140,7 @@ func (rl *relay) finish(status int, err error) {
 	if f.outputTokens == 0 {
 		f.outputTokens = rl.contentEvents
 	}
-	f.o.metrics.phase.WithLabelValues(phaseGeneration).Observe(f.o.now().Sub(rl.start).Seconds())
+	f.genDur = f.now().Sub(rl.start)
 	f.end(status, err)
 }
 
@@ -154,7 +153,7 @@ func (rl *relay) run(w *bufio.Writer) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("panic in relay: %v", p)
-			rl.f.o.log.Error("panic in relay", zap.String("request_id", rl.f.req.ID), zap.Any("panic", p))
+			rl.f.logPanic("relay", p)
 		}
 		rl.abort()
 		rl.finish(status, err)
@@ -166,7 +165,7 @@ func (rl *relay) loop(w *bufio.Writer) (int, error) {
 	if err := rl.emit(w, rl.first.data, rl.firstChunk); err != nil {
 		return rl.halt(w, err)
 	}
-	now := rl.f.o.now
+	now := rl.f.now
 	ping := time.NewTicker(rl.lim.ping)
 	defer ping.Stop()
 	idle := time.NewTimer(rl.lim.idle)

@@ -67,3 +67,24 @@ func TestPassiveHealthConfigNamesKeys(t *testing.T) {
 		require.EqualError(t, cfg.Validate(), tc.want)
 	}
 }
+
+func TestRerouteGenMovesOnlyTheGenerationLease(t *testing.T) {
+	p := fleet(1, 3)
+	r, _ := convRouter(t, p, func(c *Config) { c.Policy = PolicyRoundRobin })
+	pair := route(t, r, req("", tokens(0, 40)))
+	failed, held := pair.Gen.Endpoint(), pair.Gen.Tokens()
+	require.NoError(t, r.RerouteGen(pair, map[string]bool{failed.ID: true}))
+	moved := pair.Gen.Endpoint()
+	require.NotEqual(t, failed, moved)
+	require.Zero(t, failed.Load(), "the unreachable worker's lease is refunded")
+	require.Equal(t, held, moved.Load(), "the new worker carries what the old one did")
+	require.Equal(t, "ctx-0", pair.Ctx.Endpoint().ID, "the ctx leg stays: its KV is what the handle names")
+
+	r.ReportFailure(moved, FailureConnect)
+	require.NoError(t, r.RerouteGen(pair, map[string]bool{failed.ID: true, moved.ID: true}))
+	require.Error(t, r.RerouteGen(pair, map[string]bool{"gen-0": true, "gen-1": true, "gen-2": true}), "no gen worker left")
+	pair.Release()
+	for _, ep := range p.All() {
+		require.Zero(t, ep.Load(), ep.ID)
+	}
+}

@@ -126,7 +126,21 @@ func rawClient(t *testing.T, d *deployment, id string, stream bool) net.Conn {
 	return conn
 }
 
-// metric reads one unlabelled sample from duet's /metrics.
+// warmUp runs n requests at once to completion.
+func warmUp(t *testing.T, d *deployment, n int) {
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			code, _, body := d.chat(t, i%2 == 0, "warm up", `,"max_tokens":4`)
+			require.Equal(t, http.StatusOK, code, string(body))
+		}()
+	}
+	wg.Wait()
+}
+
+// metric reads one sample from duet's /metrics.
 func metric(t *testing.T, d *deployment, name string) float64 {
 	t.Helper()
 	resp, err := http.Get(d.url + "/metrics")
@@ -278,10 +292,12 @@ func TestVanishingClientsDoNotReachWorkers(t *testing.T) {
 	ctx, gen := startCancelWorker(t, "ctx-0"), startCancelWorker(t, "gen-0")
 	ctx.prefill, gen.events, gen.gap = 30*time.Millisecond, 20, 5*time.Millisecond
 	d := startFakeDuet(t, fakeDuet{ctx: []*cancelWorker{ctx}, gen: []*cancelWorker{gen}})
-	const n = 200
+	const n, concurrency = 200, 20
+	warmUp(t, d, concurrency) // fasthttp's worker pool keeps idle goroutines: count from a warm server
+	goroutines := metric(t, d, "go_goroutines")
 	closedAt := make([]time.Time, n)
 	var wg sync.WaitGroup
-	sem := make(chan struct{}, 20)
+	sem := make(chan struct{}, concurrency)
 	for i := 0; i < n; i++ {
 		wg.Add(1)
 		sem <- struct{}{}
@@ -320,5 +336,10 @@ func TestVanishingClientsDoNotReachWorkers(t *testing.T) {
 	t.Logf("%d requests, clients gone after 5-80 ms: %d reached the gen worker; calls started after their client left: ctx %d, gen %d (latest %s after)",
 		n, served, late[0], late[1], worst)
 	require.Zero(t, lateBy100ms, "calls started more than 100 ms after their client left")
+	// fasthttp keeps an idle worker goroutine per recently open connection
+	// for 10 s, and vanishing clients overlap their successors: allow one
+	// per concurrent client. A goroutine left per request would be 200.
+	require.Eventually(t, func() bool { return metric(t, d, "go_goroutines") <= goroutines+concurrency }, 15*time.Second,
+		50*time.Millisecond, "goroutines %v, baseline %v", metric(t, d, "go_goroutines"), goroutines)
 	require.Less(t, served, n, "every request reached the gen worker")
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/duet-serve/duet/orchestrator/queue"
+	"github.com/duet-serve/duet/router"
 )
 
 // admit waits for the admission queue to let f through; without a queue it
@@ -20,7 +21,7 @@ func (o *Orchestrator) admit(f *flight, in Incoming) error {
 		Key:     f.req.Model,
 		Session: f.req.SessionKey,
 		User:    o.queue.Config().User(in.Header, f.req.User),
-		Tokens:  len(f.req.Tokens) + f.req.MaxTokens,
+		Tokens:  int(router.SaturatingAdd(len(f.req.Tokens), f.req.MaxTokens)),
 	}
 	wait, cancel := context.WithCancel(f.ctx)
 	defer cancel()

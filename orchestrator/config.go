@@ -2,6 +2,7 @@ package orchestrator
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -52,6 +53,37 @@ type Config struct {
 	SessionHeaders []string `mapstructure:"session_headers" help:"extra request headers that carry a session id"`
 	// MaxSessionIDLength bounds a session id (default 256 bytes).
 	MaxSessionIDLength int `mapstructure:"max_session_id_length" help:"longest accepted session id, bytes"`
+	// MaxModelLen is a model's context length: prompt plus output tokens
+	// (default 131072, like vLLM's max_model_len). A request beyond it is a
+	// 400 before any worker is called.
+	MaxModelLen int `mapstructure:"max_model_len" help:"context length (prompt + output tokens) of every model"`
+	// MaxModelLenByModel overrides MaxModelLen per model, as "MODEL=LEN"
+	// entries (a list, since model names may hold dots).
+	MaxModelLenByModel []string `mapstructure:"max_model_len_by_model" help:"per-model context lengths, MODEL=LEN entries"`
+}
+
+// maxModelLenLimit bounds max_model_len so that every token sum duet makes
+// (prompt + output, summed over requests) stays far from overflow.
+const maxModelLenLimit = 1 << 30
+
+// ModelLen returns the context length of model.
+func (c Config) ModelLen(model string) int {
+	for _, e := range c.MaxModelLenByModel {
+		if name, n, ok := parseModelLen(e); ok && name == model {
+			return n
+		}
+	}
+	return c.MaxModelLen
+}
+
+// parseModelLen splits a "MODEL=LEN" entry at its last '='.
+func parseModelLen(e string) (string, int, bool) {
+	i := strings.LastIndexByte(e, '=')
+	if i <= 0 {
+		return "", 0, false
+	}
+	n, err := strconv.Atoi(e[i+1:])
+	return e[:i], n, err == nil && n >= 1 && n <= maxModelLenLimit
 }
 
 // Defaults returns the default configuration.
@@ -68,6 +100,7 @@ func Defaults() Config {
 		MaxConnsPerWorker:  2048,
 		ConnWaitTimeout:    5 * time.Second,
 		MaxSessionIDLength: 256,
+		MaxModelLen:        131072,
 	}
 }
 
@@ -102,6 +135,15 @@ func (c Config) Validate() error {
 		return fmt.Errorf("max_conns_per_worker: must be >= 1, got %d", c.MaxConnsPerWorker)
 	case c.MaxSessionIDLength < 1:
 		return fmt.Errorf("max_session_id_length: must be >= 1, got %d", c.MaxSessionIDLength)
+	case c.MaxModelLen < 1 || c.MaxModelLen > maxModelLenLimit:
+		return fmt.Errorf("max_model_len: must be between 1 and %d, got %d", maxModelLenLimit, c.MaxModelLen)
+	case c.DefaultMaxTokens > c.MaxModelLen:
+		return fmt.Errorf("default_max_tokens: must be <= max_model_len (%d), got %d", c.MaxModelLen, c.DefaultMaxTokens)
+	}
+	for i, e := range c.MaxModelLenByModel {
+		if _, _, ok := parseModelLen(e); !ok {
+			return fmt.Errorf("max_model_len_by_model[%d]: %q is not MODEL=LEN with LEN between 1 and %d", i, e, maxModelLenLimit)
+		}
 	}
 	for i, h := range c.SessionHeaders {
 		if strings.TrimSpace(h) == "" || strings.ContainsAny(h, " :\t") {

@@ -153,6 +153,9 @@ func (o *Orchestrator) checkChat(r *openai.ChatRequest, req *Request) error {
 	if err := checkStreamAndMinTokens(r.Stream, r.StreamOptions, r.MinTokens, r.Limit(), limitKey); err != nil {
 		return err
 	}
+	if err := o.checkLimit(r.Model, r.MaxCompletionTokens, "max_completion_tokens"); err != nil {
+		return err
+	}
 	msgs := make([]tokenizer.ChatMessage, len(r.Messages))
 	for i, m := range r.Messages {
 		if !openai.ValidRole(m.Role) {
@@ -161,10 +164,9 @@ func (o *Orchestrator) checkChat(r *openai.ChatRequest, req *Request) error {
 		}
 		msgs[i] = tokenizer.ChatMessage{Role: m.Role, Name: m.Name, Content: m.Content.String(), ToolCalls: string(m.ToolCalls)}
 	}
-	o.fill(req, r.Model, r.Stream, r.StreamOptions, r.Limit())
-	req.User, req.CacheSalt = r.User, r.CacheSalt
 	req.Tokens = o.tok.EncodeChat(msgs)
-	return nil
+	req.User, req.CacheSalt = r.User, r.CacheSalt
+	return o.fill(req, r.Model, r.Stream, r.StreamOptions, r.Limit(), limitKey, "messages")
 }
 
 func (o *Orchestrator) parseCompletion(body []byte, req *Request) (conversationFields, error) {
@@ -197,9 +199,8 @@ func (o *Orchestrator) checkCompletion(r *openai.CompletionRequest, req *Request
 	if len(req.Tokens) == 0 {
 		return badRequest("prompt", "prompt must not be empty")
 	}
-	o.fill(req, r.Model, r.Stream, r.StreamOptions, r.Limit())
 	req.User, req.CacheSalt = r.User, r.CacheSalt
-	return nil
+	return o.fill(req, r.Model, r.Stream, r.StreamOptions, r.Limit(), "max_tokens", "prompt")
 }
 
 // checkStreamAndMinTokens rejects what every engine rejects, before any
@@ -217,13 +218,37 @@ func checkStreamAndMinTokens(stream bool, so *openai.StreamOptions, minTokens *i
 	return nil
 }
 
-func (o *Orchestrator) fill(req *Request, model string, stream bool, so *openai.StreamOptions, limit int) {
+// fill completes req once its prompt is tokenized, checking the context
+// length as vLLM does (serving_engine.py _validate_input): the prompt alone
+// and the prompt plus the output limit must fit in the model's
+// max_model_len. Without an output limit the default is capped to what is
+// left of the context.
+func (o *Orchestrator) fill(req *Request, model string, stream bool, so *openai.StreamOptions, limit int, limitKey, promptKey string) error {
 	req.Model, req.Stream = model, stream
 	req.IncludeUsage = stream && so != nil && so.IncludeUsage
-	req.MaxTokens = limit
-	if limit == 0 {
-		req.MaxTokens = o.cfg.DefaultMaxTokens
+	maxLen, prompt := o.cfg.ModelLen(model), len(req.Tokens)
+	switch {
+	case prompt >= maxLen:
+		return badRequest(promptKey, "this model's maximum context length is %d tokens; the prompt has %d tokens, leaving no room for output",
+			maxLen, prompt)
+	case limit > maxLen-prompt:
+		return badRequest(limitKey, "this model's maximum context length is %d tokens; you requested %d tokens (%d in the prompt, %d in %s)",
+			maxLen, prompt+limit, prompt, limit, limitKey)
+	case limit == 0:
+		req.MaxTokens = min(o.cfg.DefaultMaxTokens, maxLen-prompt)
+	default:
+		req.MaxTokens = limit
 	}
+	return nil
+}
+
+// checkLimit rejects an output limit above the model's context length
+// before the prompt is tokenized.
+func (o *Orchestrator) checkLimit(model string, limit *int, key string) error {
+	if maxLen := o.cfg.ModelLen(model); limit != nil && *limit > maxLen {
+		return badRequest(key, "%s must be <= max_model_len (%d), got %d", key, maxLen, *limit)
+	}
+	return nil
 }
 
 // checkCommon validates the fields chat and completions share.
@@ -242,8 +267,10 @@ func (o *Orchestrator) checkCommon(model string, n, maxTokens, minTokens *int, m
 		return badRequest(maxKey, "%s must be >= 1, got %d", maxKey, *maxTokens)
 	case minTokens != nil && *minTokens < 0:
 		return badRequest("min_tokens", "min_tokens must be >= 0, got %d", *minTokens)
+	case minTokens != nil && *minTokens > o.cfg.ModelLen(model):
+		return badRequest("min_tokens", "min_tokens must be <= max_model_len (%d), got %d", o.cfg.ModelLen(model), *minTokens)
 	}
-	return nil
+	return o.checkLimit(model, maxTokens, maxKey)
 }
 
 // decodeError turns a JSON decoding error into a 400 naming the field.

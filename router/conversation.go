@@ -213,7 +213,7 @@ func (c *Conversation) done(key, ctxID, genID string, promptTokens int, o Outcom
 		s.ctxHeld = promptTokens
 	}
 	if o.GenRan && s.gen == genID {
-		s.genHeld = promptTokens + o.OutputTokens
+		s.genHeld = int(SaturatingAdd(promptTokens, o.OutputTokens)) // a worker's count is not trusted
 	}
 }
 

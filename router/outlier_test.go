@@ -88,3 +88,10 @@ func TestRerouteGenMovesOnlyTheGenerationLease(t *testing.T) {
 		require.Zero(t, ep.Load(), ep.ID)
 	}
 }
+
+func TestSaturatingAddNeverOverflows(t *testing.T) {
+	require.Equal(t, int64(30), SaturatingAdd(10, 20))
+	require.Equal(t, int64(10), SaturatingAdd(10, -5), "a negative term counts as 0")
+	require.Equal(t, int64(maxLeaseTokens), SaturatingAdd(1<<62, 1<<62))
+	require.Equal(t, int64(maxLeaseTokens), SaturatingAdd(int(^uint(0)>>1), int(^uint(0)>>1)))
+}

@@ -26,8 +26,8 @@ type choice struct {
 // their lock when they have one.
 func (ch *choice) charge(req *Request) choice {
 	prompt := len(req.Tokens)
-	ch.ctxLease = ch.ctx.Acquire(int64(prompt - ch.ctxCached))
-	ch.genLease = ch.gen.Acquire(int64(prompt + req.MaxTokens))
+	ch.ctxLease = ch.ctx.Acquire(int64(prompt) - int64(ch.ctxCached))
+	ch.genLease = ch.gen.Acquire(SaturatingAdd(prompt, req.MaxTokens))
 	return *ch
 }
 
@@ -64,4 +64,15 @@ func find(candidates []*Endpoint, id string) *Endpoint {
 		}
 	}
 	return nil
+}
+
+// maxLeaseTokens caps one lease, far below any sum of leases overflowing.
+const maxLeaseTokens = 1 << 40
+
+// SaturatingAdd is a + b as a token count: negative terms count as 0 and
+// the sum is capped at 2^40, so that no request, however large its
+// numbers, overflows the load arithmetic.
+func SaturatingAdd(a, b int) int64 {
+	x, y := min(max(int64(a), 0), maxLeaseTokens), min(max(int64(b), 0), maxLeaseTokens)
+	return min(x+y, maxLeaseTokens)
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"strconv"
 	"time"
@@ -43,6 +44,11 @@ func runServe(ctx context.Context, cfg Config, log *zap.Logger) error {
 	if err != nil {
 		return err
 	}
+	ln, err := listen(cfg.Server) // before the fleet: a taken port must not cost a model load
+	if err != nil {
+		return err
+	}
+	defer ln.Close() // Serve closes it too; this covers the paths that fail before
 	fleet, err := workers.New(cfg.Fleet, workers.Options{SimProtocol: cfg.Orchestrator.Protocol, Logger: log.Named("fleet")})
 	if err != nil {
 		return err
@@ -67,7 +73,7 @@ func runServe(ctx context.Context, cfg Config, log *zap.Logger) error {
 	queueDone := make(chan struct{})
 	go func() { defer close(queueDone); q.Run(syncCtx) }()
 	defer func() { cancelSync(); <-queueDone }()
-	srv, ln, err := buildFrontend(cfg, log, tok, reg, q, admin{fleet: fleet, sync: ps})
+	srv, err := buildFrontend(cfg, log, tok, reg, q, admin{fleet: fleet, sync: ps})
 	if err != nil {
 		return err
 	}
@@ -76,30 +82,33 @@ func runServe(ctx context.Context, cfg Config, log *zap.Logger) error {
 	return srv.Serve(ctx, ln)
 }
 
+// listen opens the frontend's port, which also serves the admin API and
+// the metrics; the error names the key to change.
+func listen(cfg frontend.Config) (net.Listener, error) {
+	addr := net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port))
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("config: server.port: cannot listen on %s (set server.host/server.port or --host/--port): %w", addr, err)
+	}
+	return ln, nil
+}
+
 func buildFrontend(cfg Config, log *zap.Logger, tok *tokenizer.Tokenizer, reg *prometheus.Registry, q *queue.Queue,
-	a admin) (*frontend.Server, net.Listener, error) {
+	a admin) (*frontend.Server, error) {
 	pool := a.sync.pool
 	rt, err := router.New(pool, cfg.Router, nil)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	ocfg := cfg.Orchestrator
 	ocfg.Models = servedModels(cfg)
 	orch, err := orchestrator.New(orchestrator.Options{Config: ocfg, Router: rt, Tokenizer: tok, Log: log,
 		AccessLog: log.Named("access"), Registry: reg, Queue: q})
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	srv, err := frontend.New(frontend.Options{Config: cfg.Server, Orchestrator: orch, Pool: pool, Gatherer: reg,
+	return frontend.New(frontend.Options{Config: cfg.Server, Orchestrator: orch, Pool: pool, Gatherer: reg,
 		Log: log, Version: versionString(), Fleet: func() any { return a.fleet.Snapshot() }, Admin: a})
-	if err != nil {
-		return nil, nil, err
-	}
-	ln, err := net.Listen("tcp", net.JoinHostPort(cfg.Server.Host, strconv.Itoa(cfg.Server.Port)))
-	if err != nil {
-		return nil, nil, err
-	}
-	return srv, ln, nil
 }
 
 // stopFleet stops every worker: SIGTERM, then SIGKILL after the grace.

@@ -1,0 +1,93 @@
+package orchestrator
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/duet-serve/duet/orchestrator/protocol"
+	"github.com/stretchr/testify/require"
+)
+
+// Regression (issue 12): max_tokens had no upper bound: prompt + max_tokens
+// overflowed in the lease arithmetic, and 9223372036854775800 produced a
+// 0-token generation lease. Every limit is now a 400 naming the field and
+// the limit, before any worker call, with nothing charged.
+func TestContextLengthLimits(t *testing.T) {
+	cfg := testConfig()
+	cfg.MaxModelLen = 1000
+	cfg.MaxModelLenByModel = []string{"small.v2=50"}
+	ctx, gen := newFakeWorker(t, ctxOK), newFakeWorker(t, genStream(1, true))
+	h := newHarness(t, cfg, []*fakeWorker{ctx}, []*fakeWorker{gen})
+	long := strings.Repeat("word ", 1200)
+	for _, tc := range []struct {
+		name, body, param, says string
+	}{
+		{"huge max_tokens", `{"model":"m","max_tokens":9223372036854775800,"messages":[{"role":"user","content":"x"}]}`,
+			"max_tokens", "max_tokens must be <= max_model_len (1000), got 9223372036854775800"},
+		{"max_completion_tokens above the context", `{"model":"m","max_completion_tokens":1001,"messages":[{"role":"user","content":"x"}]}`,
+			"max_completion_tokens", "max_completion_tokens must be <= max_model_len (1000), got 1001"},
+		{"min_tokens above the context", `{"model":"m","min_tokens":5000,"messages":[{"role":"user","content":"x"}]}`,
+			"min_tokens", "min_tokens must be <= max_model_len (1000)"},
+		{"prompt longer than the context", `{"model":"m","messages":[{"role":"user","content":"` + long + `"}]}`,
+			"messages", "maximum context length is 1000 tokens; the prompt has"},
+		{"prompt plus output above the context", `{"model":"m","max_tokens":990,"messages":[{"role":"user","content":"hello there"}]}`,
+			"max_tokens", "maximum context length is 1000 tokens; you requested"},
+		{"completion prompt longer than the context", `{"model":"m","prompt":"` + long + `"}`,
+			"prompt", "maximum context length is 1000 tokens"},
+		{"per-model limit", `{"model":"small.v2","max_tokens":51,"messages":[{"role":"user","content":"x"}]}`,
+			"max_tokens", "max_tokens must be <= max_model_len (50), got 51"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			endpoint := protocol.EndpointChat
+			if strings.Contains(tc.body, `"prompt"`) {
+				endpoint = protocol.EndpointCompletions
+			}
+			resp := h.o.Handle(t.Context(), Incoming{Endpoint: endpoint, Body: []byte(tc.body), RequestID: "r"})
+			require.Equal(t, http.StatusBadRequest, resp.Status, string(resp.Body))
+			var e struct {
+				Error struct {
+					Message string `json:"message"`
+					Param   string `json:"param"`
+				} `json:"error"`
+			}
+			require.NoError(t, json.Unmarshal(resp.Body, &e))
+			require.Equal(t, tc.param, e.Error.Param)
+			require.Contains(t, e.Error.Message, tc.says)
+		})
+	}
+	require.Empty(t, ctx.calls())
+	require.Empty(t, gen.calls())
+	h.requireNoLoad(t)
+}
+
+func TestDefaultOutputLimitFitsTheContext(t *testing.T) {
+	cfg := testConfig()
+	cfg.MaxModelLen, cfg.DefaultMaxTokens = 100, 90
+	h := newHarness(t, cfg, nil, nil)
+	req, err := h.o.parse(Incoming{Endpoint: 1, Body: []byte(`{"model":"m","messages":[{"role":"user","content":"hello there"}]}`)})
+	require.NoError(t, err)
+	require.Equal(t, 100-len(req.Tokens), req.MaxTokens, "the default is capped to what the prompt leaves")
+}
+
+func TestModelLenConfigNamesTheKey(t *testing.T) {
+	for _, tc := range []struct {
+		mutate func(*Config)
+		want   string
+	}{
+		{func(c *Config) { c.MaxModelLen = 0 }, "max_model_len: must be between 1 and 1073741824, got 0"},
+		{func(c *Config) { c.DefaultMaxTokens = 200000 }, "default_max_tokens: must be <= max_model_len (131072), got 200000"},
+		{func(c *Config) { c.MaxModelLenByModel = []string{"m:100"} }, `max_model_len_by_model[0]: "m:100" is not MODEL=LEN`},
+		{func(c *Config) { c.MaxModelLenByModel = []string{"m=0"} }, `max_model_len_by_model[0]: "m=0" is not MODEL=LEN`},
+	} {
+		cfg := Defaults()
+		tc.mutate(&cfg)
+		require.ErrorContains(t, cfg.Validate(), tc.want)
+	}
+	cfg := Defaults()
+	cfg.MaxModelLenByModel = []string{"Qwen/Qwen2.5-7B=32768"}
+	require.NoError(t, cfg.Validate())
+	require.Equal(t, 32768, cfg.ModelLen("Qwen/Qwen2.5-7B"), "a dotted model name")
+	require.Equal(t, 131072, cfg.ModelLen("other"))
+}

@@ -1,6 +1,9 @@
 package tokenizer
 
 import (
+	"fmt"
+	"slices"
+	"strings"
 	"testing"
 )
 
@@ -67,4 +70,68 @@ func BenchmarkBlockHashes40k(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		BlockHashes(tokens, 32)
 	}
+}
+
+// BenchmarkEncode2MiB encodes the three 2 MiB prompts of issue 12, each
+// bounded at 100 ms per op on one core: a single word ("aaaa…"), random
+// Unicode (seeded) and English prose (an excerpt of Newton's Opticks,
+// repeated).
+func BenchmarkEncode2MiB(b *testing.B) {
+	const n = 2 << 20
+	inputs := []struct {
+		name string
+		text string
+	}{
+		{"single-word", strings.Repeat("a", n)},
+		{"random-unicode", randomUnicode(n, 1)},
+		{"prose", strings.Repeat(readTestdata(b, "opticks.txt"), n/49124+1)[:n]},
+	}
+	for _, encoding := range Encodings {
+		tok := newTestTokenizer(b, Config{Encoding: encoding})
+		for _, in := range inputs {
+			b.Run(encoding+"/"+in.name, func(b *testing.B) {
+				benchEncode(b, tok, in.text)
+			})
+		}
+	}
+}
+
+// BenchmarkEncodeHostile encodes 2 MiB of the costliest inputs found
+// (see pathological), which the repeated-chunk shortcut does not help.
+func BenchmarkEncodeHostile(b *testing.B) {
+	names := []string{"8000-byte words of a", "random letters", "8000-byte words of random letters", "abc", "emoji"}
+	for _, encoding := range Encodings {
+		tok := newTestTokenizer(b, Config{Encoding: encoding})
+		for _, p := range pathological {
+			if !slices.Contains(names, p.name) {
+				continue
+			}
+			text := p.gen(2 << 20)
+			b.Run(encoding+"/"+strings.ReplaceAll(p.name, " ", "-"), func(b *testing.B) {
+				benchEncode(b, tok, text)
+			})
+		}
+	}
+}
+
+// BenchmarkEncodeSingleWord is the measurement of issue 12 (4-64 KB of
+// "a"), which grew with the square of the length before.
+func BenchmarkEncodeSingleWord(b *testing.B) {
+	tok := newTestTokenizer(b, Config{Encoding: "cl100k_base"})
+	for _, kb := range []int{4, 8, 16, 32, 64} {
+		b.Run(fmt.Sprintf("%dKiB", kb), func(b *testing.B) {
+			benchEncode(b, tok, strings.Repeat("a", kb<<10))
+		})
+	}
+}
+
+func benchEncode(b *testing.B, tok *Tokenizer, text string) {
+	n := len(tok.Encode(text))
+	b.SetBytes(int64(len(text)))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		tok.Encode(text)
+	}
+	b.ReportMetric(float64(n), "tokens")
 }

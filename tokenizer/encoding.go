@@ -1,0 +1,142 @@
+package tokenizer
+
+import (
+	"bytes"
+	"encoding/base64"
+	"fmt"
+	"strconv"
+	"unicode/utf8"
+
+	"github.com/pkoukk/tiktoken-go-loader/assets"
+)
+
+// encoding is one BPE table with its pre-tokenizer: tiktoken's algorithm
+// (see pretokenize.go and merge.go) over the tables tiktoken-go-loader
+// embeds. It is immutable and safe for concurrent use.
+type encoding struct {
+	ranks   *rankTable     // token bytes <-> rank, which is the token id
+	special map[int]string // special token id -> text, for Decode only
+	next    func(*scanner, int) int
+	cls     *classTable
+}
+
+// encodingSpecs lists the supported encodings: their table file, their
+// pre-tokenizer and their special tokens (as tiktoken-go v0.1.8 defines
+// them; they are never produced by Encode, only decoded).
+var encodingSpecs = map[string]struct {
+	file    string
+	next    func(*scanner, int) int
+	special map[string]int
+}{
+	"cl100k_base": {"cl100k_base.tiktoken", (*scanner).nextCL100K, map[string]int{
+		"<|endoftext|>": 100257, "<|fim_prefix|>": 100258, "<|fim_middle|>": 100259,
+		"<|fim_suffix|>": 100260, "<|endofprompt|>": 100276}},
+	"o200k_base": {"o200k_base.tiktoken", (*scanner).nextO200K, map[string]int{
+		"<|endoftext|>": 199999, "<|endofprompt|>": 200018}},
+}
+
+// newEncoding loads the named encoding from the embedded tables.
+func newEncoding(name string) (*encoding, error) {
+	spec, ok := encodingSpecs[name]
+	if !ok {
+		return nil, fmt.Errorf("tokenizer: unknown encoding %s", name)
+	}
+	data, err := assets.Assets.ReadFile(spec.file)
+	if err != nil {
+		return nil, fmt.Errorf("tokenizer: load encoding %s: %w", name, err)
+	}
+	e := &encoding{
+		special: make(map[int]string, len(spec.special)),
+		next:    spec.next,
+		cls:     runeClasses(),
+	}
+	tokens := make([]string, 0, bytes.Count(data, []byte{'\n'})+1)
+	var single [256]bool
+	var buf []byte
+	for line := range bytes.Lines(data) {
+		line = bytes.TrimRight(line, "\n")
+		if len(line) == 0 {
+			continue
+		}
+		b64, num, ok := bytes.Cut(line, []byte{' '})
+		if !ok {
+			return nil, fmt.Errorf("tokenizer: load encoding %s: malformed line %q", name, line)
+		}
+		buf = buf[:0]
+		if buf, err = base64.StdEncoding.AppendDecode(buf, b64); err != nil {
+			return nil, fmt.Errorf("tokenizer: load encoding %s: token %q: %w", name, b64, err)
+		}
+		rank, err := strconv.ParseUint(string(num), 10, 31)
+		if err != nil {
+			return nil, fmt.Errorf("tokenizer: load encoding %s: rank of %q: %w", name, b64, err)
+		}
+		for int(rank) >= len(tokens) {
+			tokens = append(tokens, "")
+		}
+		if len(buf) == 0 || tokens[rank] != "" {
+			return nil, fmt.Errorf("tokenizer: load encoding %s: token %q: empty, or rank %d taken", name, b64, rank)
+		}
+		tokens[rank] = string(buf)
+		if len(buf) == 1 {
+			single[buf[0]] = true
+		}
+	}
+	for b, ok := range single {
+		if !ok {
+			return nil, fmt.Errorf("tokenizer: load encoding %s: byte %#x is not a token", name, b)
+		}
+	}
+	e.ranks = newRankTable(tokens)
+	for text, id := range spec.special {
+		e.special[id] = text
+	}
+	return e, nil
+}
+
+// encode returns the token ids of text.
+func (e *encoding) encode(text string) []int {
+	ids, _ := e.encodeCost(text, maxPieceBytes)
+	return ids
+}
+
+// encodeCost returns the token ids of text, merging pieces of up to
+// maxPiece bytes whole (see appendPiece), and the work done: runes the
+// pre-tokenizer examined plus rank look-ups and tournament steps in
+// merging. Text that is not valid UTF-8 is first converted as []rune
+// converts it (each invalid byte becomes U+FFFD), as tiktoken-go did.
+func (e *encoding) encodeCost(text string, maxPiece int) ([]int, int) {
+	if !utf8.ValidString(text) {
+		text = string([]rune(text))
+	}
+	sc := scanner{s: text, cls: e.cls}
+	m := getMerger(e, maxPiece)
+	defer putMerger(m)
+	out := make([]int, 0, len(text)/4+16) // prose has over 4 bytes per token
+	for i := 0; i < len(text); {
+		j := e.next(&sc, i)
+		out = m.appendPiece(out, text[i:j])
+		i = j
+	}
+	return out, sc.steps + m.ops
+}
+
+// decode returns the text of ids. Special token ids decode to their text;
+// ids that are no token decode to nothing.
+func (e *encoding) decode(ids []int) string {
+	n := 0
+	for _, id := range ids {
+		n += len(e.token(id))
+	}
+	b := make([]byte, 0, n)
+	for _, id := range ids {
+		b = append(b, e.token(id)...)
+	}
+	return string(b)
+}
+
+func (e *encoding) token(id int) string {
+	if tok := e.ranks.token(id); tok != "" {
+		return tok
+	}
+	return e.special[id]
+}

@@ -19,18 +19,24 @@ type Client struct {
 	hc    *http.Client
 	url   string
 	cfg   Config
-	epoch time.Time // base of the atomically stored trace times
+	now   func() time.Time // the run's clock (time.Now for NewClient)
+	epoch time.Time        // base of the atomically stored trace times
 }
 
 // NewClient returns a client for cfg's endpoint. A nil hc gets a transport
 // with keep-alive connections for maxConns parallel streams and no
 // timeouts of its own (Config.RequestTimeout bounds each request).
 func NewClient(cfg Config, hc *http.Client, maxConns int) *Client {
+	return newClient(cfg, hc, maxConns, time.Now)
+}
+
+// newClient is NewClient timing requests with now.
+func newClient(cfg Config, hc *http.Client, maxConns int, now func() time.Time) *Client {
 	if hc == nil {
 		hc = &http.Client{Transport: NewTransport(maxConns)}
 	}
 	cfg = cfg.withDefaults()
-	return &Client{hc: hc, url: cfg.URL + cfg.endpointPath(), cfg: cfg, epoch: time.Now()}
+	return &Client{hc: hc, url: cfg.URL + cfg.endpointPath(), cfg: cfg, now: now, epoch: now()}
 }
 
 // NewTransport returns an HTTP/1.1 transport that keeps up to maxConns
@@ -51,7 +57,7 @@ func (c *Client) do(ctx context.Context, body []byte, requestID, sessionID strin
 	ex := &exchange{}
 	rctx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
 	defer cancel()
-	var wrote, ack atomic.Int64 // ns since c.epoch, 0 = not yet
+	var wrote, ack atomic.Int64 // c.since() values, 0 = not yet
 	trace := &httptrace.ClientTrace{
 		WroteRequest:         func(httptrace.WroteRequestInfo) { wrote.Store(c.since()) },
 		GotFirstResponseByte: func() { ack.Store(c.since()) },
@@ -62,12 +68,12 @@ func (c *Client) do(ctx context.Context, body []byte, requestID, sessionID strin
 		return ex
 	}
 	c.setHeaders(req.Header, requestID, sessionID)
-	attempt := time.Now()
+	attempt := c.now()
 	classify := func(err error) *ErrorDetails { return c.classify(ctx, rctx, err, ex) }
 	resp, err := c.hc.Do(req)
 	ex.start = c.at(wrote.Load(), attempt)
 	if err != nil {
-		ex.end = time.Now()
+		ex.end = c.now()
 		ex.err = classify(err)
 		return ex
 	}
@@ -75,14 +81,14 @@ func (c *Client) do(ctx context.Context, body []byte, requestID, sessionID strin
 	ex.ack = c.at(ack.Load(), time.Time{})
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-		ex.end = time.Now()
+		ex.end = c.now()
 		ex.err = statusError(resp.StatusCode, b)
 		return ex
 	}
 	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
-		readStream(resp.Body, time.Now, ex, classify)
+		readStream(resp.Body, c.now, ex, classify)
 	} else {
-		readBody(resp.Body, time.Now, ex, classify)
+		readBody(resp.Body, c.now, ex, classify)
 	}
 	if ex.err == nil && ex.chunks == 0 {
 		ex.err = newError(ErrEmptyResponse, "the answer has no content (finish_reason %q)", ex.finish)
@@ -128,12 +134,15 @@ func (c *Client) classify(parent, rctx context.Context, err error, ex *exchange)
 	}
 }
 
-func (c *Client) since() int64 { return max(1, int64(time.Since(c.epoch))) }
+// since returns the time since c.epoch in ns plus one, so that 0 can mean
+// "not yet" even for an event at the epoch itself (a fake clock that has
+// not moved).
+func (c *Client) since() int64 { return int64(c.now().Sub(c.epoch)) + 1 }
 
-// at converts a stored trace time back, or returns fallback when unset.
-func (c *Client) at(ns int64, fallback time.Time) time.Time {
-	if ns == 0 {
+// at converts a stored since() value back, or returns fallback when unset.
+func (c *Client) at(v int64, fallback time.Time) time.Time {
+	if v == 0 {
 		return fallback
 	}
-	return c.epoch.Add(time.Duration(ns))
+	return c.epoch.Add(time.Duration(v - 1))
 }

@@ -35,4 +35,12 @@
 // session counters are each guarded by their own mutex or are atomics. A
 // Client is safe for concurrent use; Corpus, Oracle and Summary values are
 // safe for concurrent reads once built.
+//
+// # Time
+//
+// A run reads one clock, Options.Now and Options.AfterFunc (the real clock
+// by default), for its schedules (request-rate arrivals, think times,
+// user-centric beats, fixed-schedule timestamps), its duration and grace
+// period, and the times in its records. The package's tests run whole
+// benchmarks on a fake clock and assert exact send times.
 package loadgen

@@ -14,10 +14,10 @@ import (
 )
 
 func TestArtifactsRoundTrip(t *testing.T) {
-	f := newFakeServer(t, 2)
-	cfg := testConfig(f.srv.URL)
+	f := newFakeEngine(2)
+	cfg := testConfig()
 	cfg.NumSessions, cfg.TurnsMean, cfg.Concurrency = 3, 2, 3
-	res := runFake(t, cfg)
+	res := runFake(t, f, cfg)
 	sum := SummarizeRecords(res.Records)
 	dir := filepath.Join(t.TempDir(), "run-a")
 	paths, err := WriteArtifacts(dir, res, sum, RunInfo{CLICommand: "duet bench -m test-model", Version: "duet test"})

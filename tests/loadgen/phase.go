@@ -46,10 +46,10 @@ func (r *runner) runPhase(ctx context.Context, name string, src source, count in
 	p := &phase{r: r, name: name, src: src, cancelled: ctx.Done(), budget: newBudget(count),
 		idRNG: rand.New(rand.NewPCG(r.cfg.Seed, stream)), seen: map[*Session]bool{}}
 	if duration > 0 {
-		stopTimer := time.AfterFunc(duration, p.budget.close)
-		defer stopTimer.Stop()
-		graceTimer := time.AfterFunc(duration+r.cfg.GracePeriod, cancel)
-		defer graceTimer.Stop()
+		stopSending := r.clock.afterFunc(duration, p.budget.close)
+		defer stopSending()
+		stopGrace := r.clock.afterFunc(duration+r.cfg.GracePeriod, cancel)
+		defer stopGrace()
 	}
 	bar := r.startProgress(p, total, duration)
 	drive(inflight, p)
@@ -102,16 +102,17 @@ func (p *phase) stopped() bool {
 	}
 }
 
-// sleepUntil waits until t; false if the phase stopped first.
+// sleepUntil waits until t on the run's clock; false if the phase stopped
+// first.
 func (p *phase) sleepUntil(t time.Time) bool {
-	d := time.Until(t)
+	d := p.r.clock.until(t)
 	if d <= 0 {
 		return !p.stopped()
 	}
-	timer := time.NewTimer(d)
-	defer timer.Stop()
+	fired, stop := p.r.clock.after(d)
+	defer stop()
 	select {
-	case <-timer.C:
+	case <-fired:
 		return !p.stopped()
 	case <-p.budget.stop:
 		return false
@@ -193,7 +194,7 @@ func (p *phase) run(ctx context.Context, s *session, g gate) time.Time {
 			break
 		}
 		rec, reply := p.send(ctx, s, conv, k)
-		prevEnd = time.Now()
+		prevEnd = p.r.clock.now()
 		if !rec.OK() {
 			break
 		}

@@ -14,8 +14,9 @@ type progressBar struct {
 	w        io.Writer
 	tty      bool
 	p        *phase
-	total    int           // expected requests, 0 when unknown
-	duration time.Duration // phase duration, 0 when bounded otherwise
+	total    int              // expected requests, 0 when unknown
+	duration time.Duration    // phase duration, 0 when bounded otherwise
+	now      func() time.Time // the run's clock
 	start    time.Time
 	quit     chan struct{}
 	wg       sync.WaitGroup
@@ -25,7 +26,7 @@ type progressBar struct {
 // writer it does nothing.
 func (r *runner) startProgress(p *phase, total int, duration time.Duration) *progressBar {
 	b := &progressBar{w: r.opts.Progress, tty: r.opts.ProgressTTY, p: p, total: total, duration: duration,
-		start: time.Now(), quit: make(chan struct{})}
+		now: r.clock.now, start: r.clock.now(), quit: make(chan struct{})}
 	if b.w == nil {
 		return b
 	}
@@ -63,7 +64,7 @@ func (b *progressBar) stop() {
 }
 
 func (b *progressBar) draw(final bool) {
-	line := b.line(time.Since(b.start))
+	line := b.line(b.now().Sub(b.start))
 	if b.tty {
 		end := ""
 		if final {

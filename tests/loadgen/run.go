@@ -29,6 +29,14 @@ type Options struct {
 	Progress         io.Writer
 	ProgressTTY      bool
 	ProgressInterval time.Duration
+	// Now is the clock of the run's schedules, stop conditions and record
+	// times (nil: time.Now). Config.RequestTimeout (a context deadline) and
+	// the progress bar's redraw interval stay on the real clock.
+	Now func() time.Time
+	// AfterFunc runs f in its own goroutine after d on the same clock unless
+	// stop is called first, and stop reports whether it prevented the call,
+	// like time.AfterFunc (nil: time.AfterFunc). Tests inject a fake clock.
+	AfterFunc func(d time.Duration, f func()) (stop func() bool)
 }
 
 // Result is a finished run.
@@ -81,8 +89,9 @@ func Run(ctx context.Context, cfg Config, opts Options) (*Result, error) {
 			return nil, err
 		}
 	}
+	clk := newRunClock(opts.Now, opts.AfterFunc)
 	r := &runner{cfg: cfg, tok: opts.Tokenizer, corpus: corpus, oracle: NewOracle(cfg.OracleBlockSize),
-		client: NewClient(cfg, opts.HTTPClient, maxConns(cfg)), opts: opts}
+		client: newClient(cfg, opts.HTTPClient, maxConns(cfg), clk.now), clock: clk, opts: opts}
 	res := &Result{Config: cfg}
 	if cfg.WarmupRequestCount > 0 {
 		warm := newSynthetic(cfg, corpus, cfg.Seed, 2, 0)
@@ -179,6 +188,7 @@ type runner struct {
 	corpus *Corpus
 	oracle *Oracle
 	client *Client
+	clock  runClock
 	opts   Options
 
 	mu      sync.Mutex // guards records

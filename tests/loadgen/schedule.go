@@ -2,7 +2,6 @@ package loadgen
 
 import (
 	"context"
-	"math/rand/v2"
 	"sync"
 	"time"
 )
@@ -86,37 +85,27 @@ func (p *phase) rate(ctx context.Context, rate float64, pattern string, concurre
 	dispatcher.Wait()
 }
 
-// maxCatchUp is how far behind schedule the rate dispatcher may fall before
-// it re-anchors to now instead of sending a burst (aiperf's default).
-const maxCatchUp = 10 * time.Millisecond
-
 // dispatch grants one credit per arrival until quit or the phase stops.
 func (p *phase) dispatch(c *credits, rate float64, pattern string, quit <-chan struct{}) {
-	rng := rand.New(rand.NewPCG(p.r.cfg.Seed, 4))
-	next := time.Now()
+	clk := p.r.clock
+	arr := newArrivals(rate, pattern, p.r.cfg.Seed)
+	next := clk.now()
 	for {
-		timer := time.NewTimer(time.Until(next))
+		fired, stop := clk.after(clk.until(next))
 		select {
-		case <-timer.C:
+		case <-fired:
 		case <-quit:
-			timer.Stop()
+			stop()
 			return
 		case <-p.budget.stop:
-			timer.Stop()
+			stop()
 			return
 		case <-p.cancelled:
-			timer.Stop()
+			stop()
 			return
 		}
 		c.grant()
-		gap := 1 / rate
-		if pattern == ArrivalPoisson {
-			gap = rng.ExpFloat64() / rate
-		}
-		next = next.Add(time.Duration(gap * float64(time.Second)))
-		if now := time.Now(); next.Before(now.Add(-maxCatchUp)) {
-			next = now
-		}
+		next = nextArrival(next, clk.now(), arr.gap())
 	}
 }
 
@@ -186,7 +175,7 @@ func (c *credits) grant() {
 func (p *phase) userCentric(ctx context.Context, users int, rate float64, concurrency int) {
 	gap := time.Duration(float64(users) / rate * float64(time.Second))
 	slots := newSlots(concurrency)
-	start := time.Now()
+	start := p.r.clock.now()
 	for u := 0; u < users; u++ {
 		p.wg.Add(1)
 		go func() {
@@ -237,7 +226,7 @@ func (p *phase) fixed(ctx context.Context, sessions []*Session, concurrency int,
 		return
 	}
 	slots := newSlots(concurrency)
-	start := time.Now()
+	start := p.r.clock.now()
 	var offset time.Duration
 	if autoOffset {
 		offset = sessions[0].Turns[0].Timestamp

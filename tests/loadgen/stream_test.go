@@ -2,6 +2,7 @@ package loadgen
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -114,6 +115,7 @@ func TestInStreamErrorNamesServerType(t *testing.T) {
 }
 
 func TestClientErrors(t *testing.T) {
+	arrived := make(chan struct{}) // a "stall" request reached the server
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Query().Get("case") {
 		case "503":
@@ -121,8 +123,13 @@ func TestClientErrors(t *testing.T) {
 			_, _ = w.Write([]byte(`{"error":{"message":"no healthy worker","type":"service_unavailable_error","param":null,"code":null}}`))
 		case "500-plain":
 			http.Error(w, "boom", http.StatusInternalServerError)
-		case "slow":
-			time.Sleep(300 * time.Millisecond)
+		case "stall": // never answers: only the client can end the request
+			_, _ = io.Copy(io.Discard, r.Body) // then the server watches the connection
+			select {
+			case arrived <- struct{}{}:
+			default:
+			}
+			<-r.Context().Done()
 		case "empty":
 			w.Header().Set("Content-Type", "text/event-stream")
 			_, _ = w.Write([]byte(sse(roleChunk, finishChunk, "[DONE]")))
@@ -130,7 +137,9 @@ func TestClientErrors(t *testing.T) {
 	}))
 	defer srv.Close()
 	cfg := Defaults()
-	cfg.Model, cfg.Streaming, cfg.URL, cfg.RequestTimeout = "m", true, srv.URL, 100*time.Millisecond
+	// No request ends by its timeout unless the server stalls: the
+	// outcomes do not depend on how fast the machine is.
+	cfg.Model, cfg.Streaming, cfg.URL, cfg.RequestTimeout = "m", true, srv.URL, time.Hour
 	do := func(c string, ctx context.Context) *ErrorDetails {
 		cfg.CustomEndpoint = "/v1/chat/completions?case=" + c
 		ex := NewClient(cfg, nil, 4).do(ctx, []byte(`{}`), "r", "s")
@@ -146,13 +155,19 @@ func TestClientErrors(t *testing.T) {
 	require.Equal(t, ErrHTTP, e.Type)
 	require.Equal(t, 500, *e.Code)
 
-	require.Equal(t, ErrTimeout, do("slow", context.Background()).Type)
 	require.Equal(t, ErrEmptyResponse, do("empty", context.Background()).Type)
 
+	cfg.RequestTimeout = 50 * time.Millisecond
+	require.Equal(t, ErrTimeout, do("stall", context.Background()).Type)
+	cfg.RequestTimeout = time.Hour
+
+	// Cancelled once the request is at the server, long before its timeout.
 	ctx, cancel := context.WithCancel(context.Background())
-	time.AfterFunc(20*time.Millisecond, cancel)
-	cfg.RequestTimeout = time.Minute
-	e = do("slow", ctx)
+	go func() {
+		<-arrived
+		cancel()
+	}()
+	e = do("stall", ctx)
 	require.Equal(t, ErrCancelled, e.Type)
 	require.Equal(t, 499, *e.Code)
 

@@ -4,6 +4,12 @@ BIN     := bin/duet
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 PKGS    := ./...
+# make fuzz: time per target, time to minimise a new input, fuzzing
+# processes, and a regexp choosing targets by name.
+FUZZTIME         ?= 1m
+FUZZMINIMIZETIME ?= 10s
+FUZZPARALLEL     ?= 1
+FUZZ             ?= .
 
 .DEFAULT_GOAL := help
 
@@ -26,6 +32,19 @@ test: ## run every test with the race detector (unit + end-to-end)
 .PHONY: bench
 bench: ## run the Go benchmarks of the hot paths
 	$(GO) test -run '^$$' -bench . -benchmem -count 5 ./tokenizer/ ./workers/sim/ ./router/...
+
+.PHONY: fuzz
+fuzz: ## run every go test -fuzz target for FUZZTIME each, one after another (make fuzz FUZZTIME=10m FUZZ=Parse)
+	@failed=""; \
+	for file in $$(git ls-files --cached --others --exclude-standard '*_test.go' | sort); do \
+		for name in $$(sed -nE 's/^func (Fuzz[A-Za-z0-9_]+)\(.*/\1/p' $$file); do \
+			echo "$$name" | grep -qE '$(FUZZ)' || continue; \
+			echo "== $$name in ./$$(dirname $$file) for $(FUZZTIME)"; \
+			$(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZETIME) \
+				-parallel $(FUZZPARALLEL) ./$$(dirname $$file) || failed="$$failed $$name"; \
+		done; \
+	done; \
+	if [ -n "$$failed" ]; then echo "fuzz: failed:$$failed (inputs saved under testdata/fuzz/)"; exit 1; fi
 
 .PHONY: lint
 lint: ## go vet + gofmt check

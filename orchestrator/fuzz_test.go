@@ -295,6 +295,7 @@ var completeSeeds = []string{
 	`{"error": {"message": "boom", "type": "server_error", "code": 500}}`, `{"object":"error","message":"boom","type":"BadRequestError","code":400}`,
 	`{"choices":[{"finish_reason":"abort"}]}`, `{"choices":[{"finish_reason":"repetition"},{"finish_reason":"stop"},{"finish_reason":7}]}`,
 	`{"usage":[],"choices":"x"}`, `[1]`, `"x"`, `{"a":`, ``,
+	`{"\u0069d":"x","choices":[{"finish_reason":"remote_decode","st\u006fp_reason":null}],"usage":{"prompt_tokens":2,"\u0020audio":0}}`,
 }
 
 // FuzzCompleteResponse feeds the chunk reader (completeResponse: read

@@ -67,13 +67,33 @@ type Config struct {
 const maxModelLenLimit = 1 << 30
 
 // ModelLen returns the context length of model.
-func (c Config) ModelLen(model string) int {
+func (c Config) ModelLen(model string) int { return c.modelLens().of(model) }
+
+// modelLens is MaxModelLen and MaxModelLenByModel parsed once, for the
+// per-request checks.
+type modelLens struct {
+	byModel  map[string]int
+	fallback int
+}
+
+func (c Config) modelLens() modelLens {
+	l := modelLens{byModel: make(map[string]int, len(c.MaxModelLenByModel)), fallback: c.MaxModelLen}
 	for _, e := range c.MaxModelLenByModel {
-		if name, n, ok := parseModelLen(e); ok && name == model {
-			return n
+		if name, n, ok := parseModelLen(e); ok {
+			if _, seen := l.byModel[name]; !seen { // the first entry for a model wins
+				l.byModel[name] = n
+			}
 		}
 	}
-	return c.MaxModelLen
+	return l
+}
+
+// of returns the context length of model.
+func (l modelLens) of(model string) int {
+	if n, ok := l.byModel[model]; ok {
+		return n
+	}
+	return l.fallback
 }
 
 // parseModelLen splits a "MODEL=LEN" entry at its last '='.

@@ -37,6 +37,7 @@ type Options struct {
 // Orchestrator runs the request pipeline.
 type Orchestrator struct {
 	cfg     Config
+	lens    modelLens // cfg's context lengths, parsed once
 	adapter protocol.Adapter
 	router  *router.Router
 	tok     *tokenizer.Tokenizer
@@ -75,7 +76,7 @@ func New(o Options) (*Orchestrator, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Orchestrator{cfg: o.Config, adapter: adapter, router: o.Router, tok: o.Tokenizer, up: up,
+	return &Orchestrator{cfg: o.Config, lens: o.Config.modelLens(), adapter: adapter, router: o.Router, tok: o.Tokenizer, up: up,
 		metrics: m, log: o.Log, access: o.AccessLog, now: o.Now, rand: o.Rand, queue: o.Queue}, nil
 }
 

@@ -226,7 +226,7 @@ func checkStreamAndMinTokens(stream bool, so *openai.StreamOptions, minTokens *i
 func (o *Orchestrator) fill(req *Request, model string, stream bool, so *openai.StreamOptions, limit int, limitKey, promptKey string) error {
 	req.Model, req.Stream = model, stream
 	req.IncludeUsage = stream && so != nil && so.IncludeUsage
-	maxLen, prompt := o.cfg.ModelLen(model), len(req.Tokens)
+	maxLen, prompt := o.lens.of(model), len(req.Tokens)
 	switch {
 	case prompt >= maxLen:
 		return badRequest(promptKey, "this model's maximum context length is %d tokens; the prompt has %d tokens, leaving no room for output",
@@ -245,7 +245,7 @@ func (o *Orchestrator) fill(req *Request, model string, stream bool, so *openai.
 // checkLimit rejects an output limit above the model's context length
 // before the prompt is tokenized.
 func (o *Orchestrator) checkLimit(model string, limit *int, key string) error {
-	if maxLen := o.cfg.ModelLen(model); limit != nil && *limit > maxLen {
+	if maxLen := o.lens.of(model); limit != nil && *limit > maxLen {
 		return badRequest(key, "%s must be <= max_model_len (%d), got %d", key, maxLen, *limit)
 	}
 	return nil
@@ -267,8 +267,8 @@ func (o *Orchestrator) checkCommon(model string, n, maxTokens, minTokens *int, m
 		return badRequest(maxKey, "%s must be >= 1, got %d", maxKey, *maxTokens)
 	case minTokens != nil && *minTokens < 0:
 		return badRequest("min_tokens", "min_tokens must be >= 0, got %d", *minTokens)
-	case minTokens != nil && *minTokens > o.cfg.ModelLen(model):
-		return badRequest("min_tokens", "min_tokens must be <= max_model_len (%d), got %d", o.cfg.ModelLen(model), *minTokens)
+	case minTokens != nil && *minTokens > o.lens.of(model):
+		return badRequest("min_tokens", "min_tokens must be <= max_model_len (%d), got %d", o.lens.of(model), *minTokens)
 	}
 	return o.checkLimit(model, maxTokens, maxKey)
 }

@@ -1,7 +1,6 @@
 package tests
 
 import (
-	"bufio"
 	"fmt"
 	"math/rand/v2"
 	"net"
@@ -140,21 +139,29 @@ func warmUp(t *testing.T, d *deployment, n int) {
 	wg.Wait()
 }
 
-// metric reads one sample from duet's /metrics.
+// metric reads one sample from duet's /metrics: a name with its labels as
+// Prometheus writes them. The test fails when there is none.
 func metric(t *testing.T, d *deployment, name string) float64 {
+	t.Helper()
+	v, ok := sample(t, d, name)
+	require.True(t, ok, "metric %s not found", name)
+	return v
+}
+
+// sample reads one sample from duet's /metrics; ok is false when there is
+// none (a counter never incremented).
+func sample(t *testing.T, d *deployment, name string) (v float64, ok bool) {
 	t.Helper()
 	resp, err := http.Get(d.url + "/metrics")
 	require.NoError(t, err)
-	sc := bufio.NewScanner(strings.NewReader(readAll(t, resp)))
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
-			f, err := strconv.ParseFloat(v, 64)
+	for _, line := range strings.Split(readAll(t, resp), "\n") {
+		if s, found := strings.CutPrefix(line, name+" "); found {
+			v, err := strconv.ParseFloat(s, 64)
 			require.NoError(t, err)
-			return f
+			return v, true
 		}
 	}
-	t.Fatalf("metric %s not found", name)
-	return 0
+	return 0, false
 }
 
 // fakeDuet shapes a duet serve over cancelWorkers.

@@ -475,17 +475,8 @@ func checkRoute(t *testing.T, w want, hdr http.Header, l legs) {
 // requestsTotal reads duet_requests_total{endpoint, status} from /metrics.
 func requestsTotal(t *testing.T, d *deployment, endpoint string, status int) int {
 	t.Helper()
-	resp, err := http.Get(d.url + "/metrics")
-	require.NoError(t, err)
-	prefix := fmt.Sprintf(`duet_requests_total{endpoint=%q,status="%d"} `, endpoint, status)
-	for _, line := range strings.Split(readAll(t, resp), "\n") {
-		if v, ok := strings.CutPrefix(line, prefix); ok {
-			n, err := strconv.ParseFloat(v, 64)
-			require.NoError(t, err)
-			return int(n)
-		}
-	}
-	return 0
+	v, _ := sample(t, d, fmt.Sprintf(`duet_requests_total{endpoint=%q,status="%d"}`, endpoint, status))
+	return int(v)
 }
 
 // clientFields decodes the client's body of c.

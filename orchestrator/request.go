@@ -16,8 +16,6 @@ import (
 	"github.com/duet-serve/duet/tokenizer"
 )
 
-var jsonUnmarshal = json.Unmarshal
-
 // Incoming is a client request as the frontend hands it over. Header is only
 // called during Handle.
 type Incoming struct {
@@ -133,6 +131,9 @@ func (o *Orchestrator) parseChat(body []byte, req *Request) (conversationFields,
 	if err := json.Unmarshal(body, &b); err != nil {
 		return b.conversationFields, decodeError(err)
 	}
+	if err := checkKeys(body, chatKeys); err != nil {
+		return b.conversationFields, err
+	}
 	return b.conversationFields, o.checkChat(&b.ChatRequest, req)
 }
 
@@ -173,6 +174,9 @@ func (o *Orchestrator) parseCompletion(body []byte, req *Request) (conversationF
 	var b completionBody
 	if err := json.Unmarshal(body, &b); err != nil {
 		return b.conversationFields, decodeError(err)
+	}
+	if err := checkKeys(body, completionKeys); err != nil {
+		return b.conversationFields, err
 	}
 	return b.conversationFields, o.checkCompletion(&b.CompletionRequest, req)
 }

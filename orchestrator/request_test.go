@@ -25,3 +25,60 @@ func TestCacheSaltSeedsBlockHashes(t *testing.T) {
 	require.NotEqual(t, a1.Hashes[0], b.Hashes[0])
 	require.NotEqual(t, a1.Hashes[0], plain.Hashes[0])
 }
+
+// Regression (issue 12, found by FuzzParse): encoding/json matches keys
+// case-insensitively and merges duplicates, the engines match exactly, so
+// {"MAX_TOKENS":5,"max_tokens":2000} was charged as 5 tokens while the
+// engine generated up to 2000. Such bodies are now a 400 naming the key.
+func TestKeysTheEnginesReadDifferentlyAreRejected(t *testing.T) {
+	h := newHarness(t, testConfig(), nil, nil)
+	msgs := `"messages":[{"role":"user","content":"hi"}]`
+	for _, tc := range []struct {
+		name     string
+		endpoint protocol.Endpoint
+		body     string
+		param    string
+		message  string
+	}{
+		{"case variant", protocol.EndpointChat, `{"model":"m",` + msgs + `,"max_tokens":2000,"MAX_TOKENS":5}`,
+			"MAX_TOKENS", `did you mean "max_tokens"`},
+		{"case variant alone", protocol.EndpointCompletions, `{"mOdel":"m","prompt":"hi"}`, "mOdel", `did you mean "model"`},
+		{"Kelvin sign folds to k", protocol.EndpointChat, `{"model":"m",` + msgs + `,"max_to\u212aens":5}`,
+			"max_to\u212aens", `did you mean "max_tokens"`},
+		{"long s folds to s", protocol.EndpointChat, `{"model":"m",` + msgs + `,"\u017ftream":true}`,
+			"\u017ftream", `did you mean "stream"`},
+		{"nested in a message", protocol.EndpointChat, `{"model":"m","messages":[{"role":"user","content":"a"},{"Role":"user","role":"system","content":"b"}]}`,
+			"messages[1].Role", `did you mean "messages[1].role"`},
+		{"nested in a content part", protocol.EndpointChat, `{"model":"m","messages":[{"role":"user","content":[{"type":"text","TEXT":"b"}]}]}`,
+			"messages[0].content[0].TEXT", `did you mean "messages[0].content[0].text"`},
+		{"nested in a session field", protocol.EndpointChat, `{"model":"m",` + msgs + `,"conversation_params":{"Conversation_Id":"x"}}`,
+			"conversation_params.Conversation_Id", `did you mean "conversation_params.conversation_id"`},
+		{"duplicate", protocol.EndpointChat, `{"model":"m",` + msgs + `,"max_tokens":2000,"max_tokens":5}`,
+			"max_tokens", "duplicate key"},
+		{"duplicate object merged by encoding/json", protocol.EndpointCompletions,
+			`{"model":"m","prompt":"a","stream":true,"stream_options":{"include_usage":true},"stream_options":{}}`,
+			"stream_options", "duplicate key"},
+		{"duplicate in a message", protocol.EndpointChat, `{"model":"m","messages":[{"role":"user","role":"system","content":"b"}]}`,
+			"messages[0].role", "duplicate key"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := h.o.parse(Incoming{Endpoint: tc.endpoint, Body: []byte(tc.body), RequestID: "r"})
+			var e *Error
+			require.ErrorAs(t, err, &e)
+			require.Equal(t, 400, e.Status)
+			require.Equal(t, tc.param, e.Param)
+			require.Contains(t, e.Message, tc.message)
+		})
+	}
+
+	// Keys duet does not decode pass through whatever their case, and an
+	// escaped key is the key it spells.
+	for _, body := range []string{
+		`{"model":"m",` + msgs + `,"Temperature_Schedule":1,"response_format":{"Type":"json_object","type":"x"}}`,
+		`{"model":"m",` + msgs + `,"max_tok\u0065ns":5}`,
+	} {
+		req, err := h.o.parse(Incoming{Endpoint: protocol.EndpointChat, Body: []byte(body), RequestID: "r"})
+		require.NoError(t, err, body)
+		require.JSONEq(t, body, string(req.Body))
+	}
+}

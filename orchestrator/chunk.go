@@ -1,9 +1,11 @@
 package orchestrator
 
 import (
+	"encoding/json"
 	"errors"
 	"slices"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/duet-serve/duet/orchestrator/protocol"
 	"github.com/duet-serve/duet/proto/openai"
@@ -61,6 +63,8 @@ type chunk struct {
 	// isError reports a worker error in a 200 body or an event: a non-null
 	// top-level "error", or vLLM's older {"object":"error",...}.
 	isError bool
+	// duplicate reports that a key duet reads occurs twice (read fails).
+	duplicate bool
 }
 
 // read parses data, which must be one JSON object. Each object is walked
@@ -75,23 +79,65 @@ func (r *chunkReader) read(data []byte) (chunk, error) {
 		return chunk{}, errNotJSONObject
 	}
 	c := chunk{v: v}
+	var seen keySet
 	top.Visit(func(key []byte, f *fastjson.Value) {
 		switch string(key) {
 		case "usage":
+			seen.add(0)
 			if f.Type() == fastjson.TypeObject {
 				c.usage = f
+				c.duplicate = c.duplicate || hasDuplicate(f.GetObject(), usageKeys)
 			}
 		case "error":
+			seen.add(1)
 			c.isError = c.isError || f.Type() != fastjson.TypeNull
 		case "object":
+			seen.add(2)
 			c.isError = c.isError || string(f.GetStringBytes()) == "error"
 		case "choices":
+			seen.add(3)
 			for _, ch := range f.GetArray() {
 				readChoice(ch, &c)
 			}
 		}
 	})
+	if c.duplicate || seen.duplicate {
+		return chunk{}, errDuplicateKey
+	}
 	return c, nil
+}
+
+// errDuplicateKey is returned for a worker body that repeats a key duet
+// reads or rewrites. Python's json, which the engines write with, never
+// does; a reader could take either copy (fastjson the first, most clients
+// the last), so duet and its client could disagree on the usage or the
+// finish reason.
+var errDuplicateKey = errors.New("a key duet reads occurs twice")
+
+// keySet records which of up to 64 keys an object has, and whether one came
+// twice.
+type keySet struct {
+	bits      uint64
+	duplicate bool
+}
+
+func (s *keySet) add(i int) {
+	s.duplicate = s.duplicate || s.bits&(1<<i) != 0
+	s.bits |= 1 << i
+}
+
+// usageKeys are the usage keys duet reads and rewrites.
+var usageKeys = []string{"prompt_tokens", "completion_tokens", "total_tokens", "prompt_tokens_details"}
+
+// hasDuplicate reports whether one of keys occurs twice in o.
+func hasDuplicate(o *fastjson.Object, keys []string) bool {
+	var seen keySet
+	o.Visit(func(key []byte, _ *fastjson.Value) {
+		if i := slices.Index(keys, string(key)); i >= 0 {
+			seen.add(i)
+		}
+	})
+	return seen.duplicate
 }
 
 // readChoice adds one choice's finish reason and content to c.
@@ -100,9 +146,11 @@ func readChoice(ch *fastjson.Value, c *chunk) {
 	if err != nil {
 		return
 	}
+	var seen keySet
 	o.Visit(func(key []byte, f *fastjson.Value) {
 		switch string(key) {
 		case "finish_reason":
+			seen.add(0)
 			reason := string(f.GetStringBytes())
 			if c.finish == "" {
 				c.finish = reason
@@ -110,13 +158,17 @@ func readChoice(ch *fastjson.Value, c *chunk) {
 			c.failed = c.failed || openai.IsFailureFinishReason(reason)
 			c.oddFinish = c.oddFinish || engineOnlyReason(reason)
 		case "text":
+			seen.add(1)
 			c.content = c.content || len(f.GetStringBytes()) > 0
 		case "message":
+			seen.add(2)
 			c.content = c.content || len(f.GetStringBytes("content")) > 0
 		case "delta":
+			seen.add(3)
 			c.content = c.content || deltaHasContent(f)
 		}
 	})
+	c.duplicate = c.duplicate || seen.duplicate
 }
 
 // deltaHasContent reports whether a streamed chat delta carries output.
@@ -183,8 +235,64 @@ func (r *chunkReader) rewrite(data []byte, c chunk, ctx *protocol.Context) ([]by
 	if c.oddFinish {
 		r.normaliseFinish(v)
 	}
-	r.out = v.MarshalTo(r.out[:0])
+	r.out = appendJSON(r.out[:0], v)
 	return r.out, u
+}
+
+// appendJSON appends v as JSON. fastjson's own MarshalTo writes the keys of
+// an object it has looked into with Go's quoting, which is not JSON for a
+// control character ("\x01"); appendJSON quotes keys as JSON and writes
+// every other value with MarshalTo, byte for byte unless read. The only
+// strings rewrite reads are finish reasons, which are OpenAI's names or
+// replaced, so none needs quoting.
+func appendJSON(dst []byte, v *fastjson.Value) []byte {
+	// GetObject and GetArray test the type without unescaping a string,
+	// as Object and Array do for their error text. An empty array is nil
+	// here and left to MarshalTo.
+	if o := v.GetObject(); o != nil {
+		dst = append(dst, '{')
+		n := 0
+		o.Visit(func(key []byte, f *fastjson.Value) {
+			if n++; n > 1 {
+				dst = append(dst, ',')
+			}
+			dst = appendJSONString(dst, key)
+			dst = append(dst, ':')
+			dst = appendJSON(dst, f)
+		})
+		return append(dst, '}')
+	}
+	if a := v.GetArray(); a != nil {
+		dst = append(dst, '[')
+		for i, e := range a {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = appendJSON(dst, e)
+		}
+		return append(dst, ']')
+	}
+	return v.MarshalTo(dst)
+}
+
+// appendJSONString appends s as a JSON string.
+func appendJSONString(dst, s []byte) []byte {
+	if !needsEscape(s) {
+		dst = append(dst, '"')
+		dst = append(dst, s...)
+		return append(dst, '"')
+	}
+	quoted, _ := json.Marshal(string(s)) // a string always marshals
+	return append(dst, quoted...)
+}
+
+func needsEscape(s []byte) bool {
+	for _, c := range s {
+		if c < 0x20 || c == '"' || c == '\\' || c >= utf8.RuneSelf {
+			return true
+		}
+	}
+	return false
 }
 
 // engineOnlyReason reports a finish reason an engine invented

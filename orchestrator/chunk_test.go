@@ -1,6 +1,7 @@
 package orchestrator
 
 import (
+	"encoding/json"
 	"testing"
 
 	"github.com/duet-serve/duet/orchestrator/protocol"
@@ -104,4 +105,50 @@ func TestRewriteNormalisesFinishReason(t *testing.T) {
 		out, _ := r.rewrite([]byte(in), c, nil)
 		require.JSONEq(t, want, string(out))
 	}
+}
+
+// Regression (issue 12, found by FuzzCompleteResponse): fastjson wrote the
+// keys of a patched object back with Go's quoting, so a key holding a
+// control character became "\x01", which is not JSON.
+func TestRewriteWritesKeysAsJSON(t *testing.T) {
+	ctx := &protocol.Context{PromptTokens: 30, CachedTokens: 20}
+	r := getChunkReader()
+	defer putChunkReader(r)
+	for _, in := range []string{
+		`{"\u0001":1,"usage":{"prompt_tokens":7,"completion_tokens":2,"total_tokens":9,"\u000b\"\\":[]}}`,
+		`{"k\u00e9y\ud83d\ude00":{"\u0007":"\u0007"},"choices":[{"\u001f":0,"finish_reason":"remote_decode"}]}`,
+		`{"choices":[{"text":"a\u0000b","finish_reason":"not_finished","logprobs":{"tokens":[],"top":[{"\u0002":-1.5}]}}]}`,
+	} {
+		c, err := r.read([]byte(in))
+		require.NoError(t, err)
+		out, _ := r.rewrite([]byte(in), c, ctx)
+		require.True(t, json.Valid(out), "invalid JSON out of %s:\n%q", in, out)
+		var got, want map[string]any
+		require.NoError(t, json.Unmarshal(out, &got))
+		require.NoError(t, json.Unmarshal([]byte(in), &want))
+		require.Equal(t, len(want), len(got), "keys kept")
+		for k := range want {
+			require.Contains(t, got, k)
+		}
+	}
+}
+
+// Regression (issue 12): a worker body repeating a key duet reads is not
+// read, since fastjson takes the first copy and a client the last.
+func TestChunkReaderRejectsDuplicateKeysItReads(t *testing.T) {
+	r := getChunkReader()
+	defer putChunkReader(r)
+	for _, data := range []string{
+		`{"usage":{"prompt_tokens":7},"usage":{"prompt_tokens":9}}`,
+		`{"usage":{"prompt_tokens":7,"prompt_tokens":9}}`,
+		`{"choices":[{"finish_reason":null,"finish_reason":"abort"}]}`,
+		`{"choices":[],"choices":[{"finish_reason":"stop"}]}`,
+		`{"error":null,"error":{"message":"x"}}`,
+	} {
+		_, err := r.read([]byte(data))
+		require.ErrorIs(t, err, errDuplicateKey, data)
+	}
+	// Keys duet does not read may repeat.
+	_, err := r.read([]byte(`{"id":"a","id":"b","choices":[{"index":0,"index":1,"finish_reason":"stop"}]}`))
+	require.NoError(t, err)
 }

@@ -1,0 +1,53 @@
+package orchestrator
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/duet-serve/duet/orchestrator/protocol"
+)
+
+func TestCheckDepth(t *testing.T) {
+	nest := func(n int) string { return strings.Repeat("[", n) + strings.Repeat("]", n) }
+	for _, tc := range []struct {
+		data string
+		ok   bool
+	}{
+		{nest(8), true},
+		{nest(9), false},
+		{`{"a":[{"b":[{"c":[{"d":1}]}]}]}`, true},
+		{`{"a":[{"b":[{"c":[{"d":[[1]]}]}]}]}`, false},
+		{`["[[[[[[[[[[[[[[[[[[[[[[[[[[["]`, true},
+		{`["\"[[[[[[[[[[[[[[[[[[[[[[[[[[", "\\", [[[[[[]]]]]]]`, true},
+		{`["\\"[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]`, false}, // the string ends after \\
+		{nest(4) + nest(4) + nest(4), true},
+		{strings.Repeat("[", 9), false}, // not JSON: still refused
+	} {
+		err := checkDepth([]byte(tc.data), 8)
+		require.Equal(t, tc.ok, err == nil, "%s: %v", tc.data, err)
+	}
+}
+
+// Regression (issue 12, found by FuzzCompleteResponse and FuzzParse):
+// fastjson's error for a body nested 300 deep allocated 4.5 MB for 2 KB.
+func TestDeepBodiesCostLittle(t *testing.T) {
+	deep := strings.Repeat("[", 2000) + "x"
+	allocated := allocatedBy(len(deep), func() {
+		_, _, err := completeResponse([]byte(deep), nil)
+		require.Error(t, err)
+	})
+	require.Less(t, allocated, uint64(64<<10), "a deep worker body allocated %d bytes", allocated)
+	allocated = allocatedBy(len(deep), func() { readWorkerError(500, []byte(deep)) })
+	require.Less(t, allocated, uint64(64<<10), "a deep worker error allocated %d bytes", allocated)
+
+	o := fuzzOrchestrator(t)
+	body := []byte(`{"model":"m","prompt":"hi","extra":` + strings.Repeat("[", 301) + strings.Repeat("]", 301) + `}`)
+	var err error
+	allocated = allocatedBy(len(body), func() {
+		_, err = o.parse(Incoming{Endpoint: protocol.EndpointCompletions, Body: body, RequestID: "r"})
+	})
+	require.ErrorContains(t, err, "nested more than 300 deep")
+	require.Less(t, allocated, uint64(256<<10), "a deep request allocated %d bytes", allocated)
+}

@@ -81,7 +81,7 @@ func (s *keySchema) addFields(t reflect.Type) {
 // duet and the engines would read differently: a case variant of a key
 // duet decodes, or a duplicate of one.
 func checkKeys(body []byte, s *keySchema) error {
-	if err := checkDepth(body, maxRequestDepth); err != nil {
+	if err := openai.CheckDepth(body, maxRequestDepth); err != nil {
 		return badRequest("", "invalid request: %v", err)
 	}
 	p := keyParsers.Get()

@@ -41,6 +41,9 @@ func ParseContext(adapter string, ep protocol.Endpoint, body []byte) (Parsed, er
 	bad := func(err error, format string, args ...any) error {
 		return &protocol.ContextResponseError{Adapter: adapter, Reason: fmt.Sprintf(format, args...), Err: err}
 	}
+	if err := openai.CheckDepth(body, openai.MaxWorkerDepth); err != nil {
+		return Parsed{}, bad(err, "not a response") // a stack per level in encoding/json
+	}
 	top, err := DecodeObject(body)
 	switch {
 	case errors.Is(err, errNotObject):

@@ -122,12 +122,28 @@ type Config struct {
 	// [DONE] and the connection closes; non-streaming requests get the
 	// connection closed without a response (default 0).
 	FaultDieRate float64 `mapstructure:"fault_die_rate" help:"fraction of requests dying mid-stream (default 0)"`
-	// FaultDieAfterTokens is how many tokens a dying stream sends first
-	// (default 4).
-	FaultDieAfterTokens int `mapstructure:"fault_die_after_tokens" help:"tokens a dying stream sends before closing (default 4)"`
+	// FaultDieAfterTokens is how many tokens a dying, garbled, cut or
+	// stalled stream sends before its fault strikes (default 4).
+	FaultDieAfterTokens int `mapstructure:"fault_die_after_tokens" help:"tokens a dying, garbled, cut or stalled stream sends before its fault (default 4)"`
 	// FaultSlowFactor multiplies every modelled duration, on top of
 	// time_scale, to model a slow worker (default 1, no slowdown).
 	FaultSlowFactor float64 `mapstructure:"fault_slow_factor" help:"extra multiplier for modelled durations, a slow worker (default 1)"`
+	// FaultGarbageRate is the fraction of completion requests answered with
+	// garbage: a stream sends fault_die_after_tokens tokens, then an event
+	// whose data is not JSON, then goes on; a non-streaming request gets 200
+	// with an HTML page (text/html) or truncated JSON (default 0).
+	FaultGarbageRate float64 `mapstructure:"fault_garbage_rate" help:"fraction of requests answered with a body or event that is not JSON (default 0)"`
+	// FaultCutRate is the fraction of completion requests whose connection
+	// is closed in the middle of an event: a stream sends
+	// fault_die_after_tokens tokens, then half of the next event and half of
+	// its HTTP chunk; a non-streaming request gets its headers and half of
+	// its body (default 0).
+	FaultCutRate float64 `mapstructure:"fault_cut_rate" help:"fraction of requests whose connection closes in the middle of an event (default 0)"`
+	// FaultStallRate is the fraction of completion requests that stall: a
+	// stream sends fault_die_after_tokens tokens, a non-streaming request its
+	// headers, then nothing until the client leaves or fault_hang_max passes
+	// (default 0).
+	FaultStallRate float64 `mapstructure:"fault_stall_rate" help:"fraction of requests stalling mid-response (default 0)"`
 }
 
 // Defaults returns the default configuration (Llama-3.1-8B on one H100).
@@ -286,6 +302,9 @@ func (c Config) validateFaults() error {
 		{"fault_error_rate", c.FaultErrorRate},
 		{"fault_hang_rate", c.FaultHangRate},
 		{"fault_die_rate", c.FaultDieRate},
+		{"fault_garbage_rate", c.FaultGarbageRate},
+		{"fault_cut_rate", c.FaultCutRate},
+		{"fault_stall_rate", c.FaultStallRate},
 	} {
 		if !(f.val >= 0 && f.val <= 1) {
 			return fmt.Errorf("%s: must be in [0, 1], got %v", f.key, f.val)

@@ -40,6 +40,7 @@ func TestConfigValidate(t *testing.T) {
 		{"kv_transfer_timeout", func(c *Config) { c.KVTransferTimeout = 0 }, "kv_transfer_timeout: must be > 0, got 0s"},
 		{"fault_error_rate", func(c *Config) { c.FaultErrorRate = 1.5 }, "fault_error_rate: must be in [0, 1], got 1.5"},
 		{"fault_slow_factor", func(c *Config) { c.FaultSlowFactor = 0 }, "fault_slow_factor: must be > 0, got 0"},
+		{"fault_cut_rate", func(c *Config) { c.FaultCutRate = -0.1 }, "fault_cut_rate: must be in [0, 1], got -0.1"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -14,6 +14,7 @@ import (
 var (
 	errAborted = errors.New("worker is shutting down")
 	errDied    = errors.New("injected fault: worker died mid-stream")
+	errBroken  = errors.New("injected fault: connection cut or stalled mid-stream")
 )
 
 // tokenSink receives a sequence's output as the decode loop produces it.
@@ -54,6 +55,9 @@ func (s *Server) decode(r *run, sink tokenSink, paced bool) (decodeResult, error
 		if r.fault.die && len(res.tokens) >= r.fault.dieAfter {
 			s.metrics.faults[faultDie].Add(1)
 			return res, errDied
+		}
+		if (r.fault.cut || r.fault.stall) && len(res.tokens) >= r.fault.dieAfter {
+			return res, errBroken // the caller breaks the connection
 		}
 		if paced && !sched.due(s.clock.now()) {
 			if err := sink.flush(); err != nil {

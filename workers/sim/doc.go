@@ -89,10 +89,17 @@
 // response until the client leaves (or fault_hang_max); fault_die_rate ends a
 // stream after fault_die_after_tokens tokens without [DONE] and closes the
 // connection (a non-streaming request gets the connection closed with no
-// response); fault_slow_factor multiplies modelled durations.
+// response); fault_slow_factor multiplies modelled durations. Three faults
+// break the wire itself, a stream at fault_die_after_tokens tokens, a
+// non-streaming request at once: fault_garbage_rate sends an event that is
+// not JSON (then the stream goes on), or a 200 body that is an HTML page or
+// truncated JSON; fault_cut_rate closes the connection in the middle of an
+// event and of its HTTP chunk, or halfway through a body; fault_stall_rate
+// stops sending (a non-streaming request after its headers) and holds the
+// connection until the client leaves or fault_hang_max passes.
 // POST /admin/faults takes a JSON object with any of error_rate, hang_rate,
-// hang_max ("30s"), die_rate, die_after_tokens, slow_factor; it is not
-// authenticated (the sim is a test tool).
+// hang_max ("30s"), die_rate, die_after_tokens, slow_factor, garbage_rate,
+// cut_rate, stall_rate; it is not authenticated (the sim is a test tool).
 //
 // # Metrics
 //
@@ -124,7 +131,8 @@
 //     shut down last, after the abort, so that decodes can still take rooms
 //     during the grace period.
 //   - fasthttp runs each handler, each stream writer (the goroutine of
-//     SetBodyStreamWriter) and each hijacked connection of a hang fault.
+//     SetBodyStreamWriter) and each hijacked connection of a hang, cut or
+//     stall fault (a cut or stalled stream runs its whole exchange there).
 //     Handlers that wait (admission, prefill, an SGLang prefill waiting for
 //     its room to be taken, a decode waiting for its room) and stream
 //     writers watch the server's abort context; hangs watch the stopping

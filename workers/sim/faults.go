@@ -23,6 +23,9 @@ type faultSettings struct {
 	DieRate        float64  `json:"die_rate"`
 	DieAfterTokens int      `json:"die_after_tokens"`
 	SlowFactor     float64  `json:"slow_factor"`
+	GarbageRate    float64  `json:"garbage_rate"`
+	CutRate        float64  `json:"cut_rate"`
+	StallRate      float64  `json:"stall_rate"`
 }
 
 // faultPatch is a partial update; absent fields keep their value.
@@ -33,6 +36,9 @@ type faultPatch struct {
 	DieRate        *float64  `json:"die_rate"`
 	DieAfterTokens *int      `json:"die_after_tokens"`
 	SlowFactor     *float64  `json:"slow_factor"`
+	GarbageRate    *float64  `json:"garbage_rate"`
+	CutRate        *float64  `json:"cut_rate"`
+	StallRate      *float64  `json:"stall_rate"`
 }
 
 // duration is a time.Duration written as a Go duration string ("1m30s").
@@ -53,14 +59,19 @@ func (d *duration) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// faultDraw is what happens to one request.
+// faultDraw is what happens to one request. At most one of fail, hang,
+// die, garbage, cut and stall is set.
 type faultDraw struct {
 	fail     bool          // answer 500
 	hang     bool          // hold the connection without a response
-	hangMax  time.Duration // bound of the hang
+	hangMax  time.Duration // bound of the hang (and of a stall)
 	die      bool          // stop after dieAfter tokens, close the connection
-	dieAfter int
-	slow     float64 // multiplier for modelled durations (1 = none)
+	dieAfter int           // tokens a dying, garbled, cut or stalled stream sends first
+	slow     float64       // multiplier for modelled durations (1 = none)
+	garbage  bool          // answer 200 with a body (or an event) that is not JSON
+	html     bool          // the garbage is an HTML page, else truncated JSON
+	cut      bool          // close the connection in the middle of an event (or body)
+	stall    bool          // stop sending after dieAfter tokens (or the headers), keep the connection
 }
 
 // faults holds the current settings and draws per-request faults. It is
@@ -77,6 +88,7 @@ func newFaults(cfg Config) *faults {
 	set := faultSettings{
 		ErrorRate: cfg.FaultErrorRate, HangRate: cfg.FaultHangRate, HangMax: duration(cfg.FaultHangMax),
 		DieRate: cfg.FaultDieRate, DieAfterTokens: cfg.FaultDieAfterTokens, SlowFactor: cfg.FaultSlowFactor,
+		GarbageRate: cfg.FaultGarbageRate, CutRate: cfg.FaultCutRate, StallRate: cfg.FaultStallRate,
 	}
 	return &faults{initial: set, set: set, rng: rand.New(rand.NewPCG(uint64(cfg.Seed), 0xfa017))}
 }
@@ -88,9 +100,22 @@ func (f *faults) draw() faultDraw {
 	defer f.mu.Unlock()
 	st := f.set
 	d := faultDraw{slow: st.SlowFactor, hangMax: time.Duration(st.HangMax), dieAfter: st.DieAfterTokens}
-	d.fail = st.ErrorRate > 0 && f.rng.Float64() < st.ErrorRate
-	d.hang = !d.fail && st.HangRate > 0 && f.rng.Float64() < st.HangRate
-	d.die = !d.fail && !d.hang && st.DieRate > 0 && f.rng.Float64() < st.DieRate
+	// The first fault drawn wins; a rate of 0 draws nothing.
+	for _, k := range []struct {
+		rate float64
+		set  *bool
+	}{
+		{st.ErrorRate, &d.fail}, {st.HangRate, &d.hang}, {st.DieRate, &d.die},
+		{st.GarbageRate, &d.garbage}, {st.CutRate, &d.cut}, {st.StallRate, &d.stall},
+	} {
+		if k.rate > 0 && f.rng.Float64() < k.rate {
+			*k.set = true
+			break
+		}
+	}
+	if d.garbage {
+		d.html = f.rng.IntN(2) == 0
+	}
 	return d
 }
 
@@ -119,6 +144,9 @@ func (f *faults) apply(p faultPatch) (faultSettings, error) {
 		setRate("error_rate", &next.ErrorRate, p.ErrorRate),
 		setRate("hang_rate", &next.HangRate, p.HangRate),
 		setRate("die_rate", &next.DieRate, p.DieRate),
+		setRate("garbage_rate", &next.GarbageRate, p.GarbageRate),
+		setRate("cut_rate", &next.CutRate, p.CutRate),
+		setRate("stall_rate", &next.StallRate, p.StallRate),
 	} {
 		if e != nil {
 			return f.set, e

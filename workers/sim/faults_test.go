@@ -1,8 +1,10 @@
 package sim
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -106,5 +108,131 @@ func TestFaultAdmin(t *testing.T) {
 	require.Equal(t, http.StatusOK, post(t, w.url+"/v1/chat/completions", body).status)
 
 	r = do(t, http.MethodGet, w.url+"/admin/faults", nil, nil)
-	require.JSONEq(t, `{"error_rate":0,"hang_rate":0,"hang_max":"10m0s","die_rate":0,"die_after_tokens":4,"slow_factor":1}`, string(r.body))
+	require.JSONEq(t, `{"error_rate":0,"hang_rate":0,"hang_max":"10m0s","die_rate":0,"die_after_tokens":4,"slow_factor":1,"garbage_rate":0,"cut_rate":0,"stall_rate":0}`, string(r.body))
+}
+
+func TestFaultGarbage(t *testing.T) {
+	cfg := testConfig("mixed", ProtocolTRTLLM)
+	cfg.FaultGarbageRate = 1
+	cfg.FaultDieAfterTokens = 3
+	w := startWorker(t, cfg)
+
+	t.Run("a stream gets one event that is not JSON, then goes on", func(t *testing.T) {
+		r := post(t, w.url+"/v1/chat/completions", chatReq("garbage", map[string]any{"max_tokens": 6, "stream": true}))
+		require.Equal(t, http.StatusOK, r.status)
+		events := sseEvents(t, r.body)
+		require.Len(t, events, 1+3+1+3+1+1, "role, three tokens, garbage, three tokens, finish, [DONE]")
+		for i, ev := range events {
+			switch {
+			case i == 4:
+				require.False(t, json.Valid(ev), "the garbage event: %s", ev)
+			case i == len(events)-1:
+				require.True(t, openai.IsDone(ev))
+			default:
+				require.True(t, json.Valid(ev), "event %d: %s", i, ev)
+			}
+		}
+	})
+	t.Run("a non-streaming request gets a 200 that is not JSON", func(t *testing.T) {
+		seen := map[string]bool{}
+		for i := 0; i < 20 && len(seen) < 2; i++ {
+			r := post(t, w.url+"/v1/chat/completions", chatReq("garbage", nil))
+			require.Equal(t, http.StatusOK, r.status)
+			require.False(t, json.Valid(r.body), "%s", r.body)
+			ctype := r.header.Get("Content-Type")
+			if strings.HasPrefix(ctype, "text/html") {
+				require.Contains(t, string(r.body), "<html>")
+			} else {
+				require.Equal(t, "application/json", ctype)
+				require.True(t, strings.HasPrefix(string(r.body), `{"id":`), "truncated JSON: %s", r.body)
+			}
+			seen[ctype] = true
+		}
+		require.Len(t, seen, 2, "both kinds of garbage")
+	})
+	require.Positive(t, w.s.metrics.faults[faultGarbage].Load())
+}
+
+func TestFaultCut(t *testing.T) {
+	cfg := testConfig("mixed", ProtocolTRTLLM)
+	cfg.FaultCutRate = 1
+	cfg.FaultDieAfterTokens = 3
+	w := startWorker(t, cfg)
+
+	t.Run("a stream closes in the middle of an event and of its chunk", func(t *testing.T) {
+		r, err := doErr(http.MethodPost, w.url+"/v1/chat/completions", chatReq("cut", map[string]any{"max_tokens": 10, "stream": true}), nil)
+		require.ErrorIs(t, err, io.ErrUnexpectedEOF, "the chunked body ends mid-chunk")
+		require.Equal(t, http.StatusOK, r.status)
+		require.Equal(t, openai.ContentTypeSSE, r.header.Get("Content-Type"))
+		last := bytes.LastIndex(r.body, []byte("data: "))
+		require.Positive(t, last)
+		require.Len(t, sseEvents(t, r.body[:last]), 1+3, "role chunk and three tokens")
+		cut := string(r.body[last:])
+		require.True(t, strings.HasPrefix(cut, `data: {"id":`), "half an event: %q", cut)
+		require.NotContains(t, cut, "\n", "the last event is cut")
+	})
+	t.Run("a non-streaming body closes halfway", func(t *testing.T) {
+		r, err := doErr(http.MethodPost, w.url+"/v1/chat/completions", chatReq("cut", nil), nil)
+		require.ErrorIs(t, err, io.ErrUnexpectedEOF)
+		require.Equal(t, http.StatusOK, r.status)
+		require.False(t, json.Valid(r.body))
+	})
+	t.Run("a stream shorter than the fault ends cleanly", func(t *testing.T) {
+		r := post(t, w.url+"/v1/chat/completions", chatReq("short", map[string]any{"max_tokens": 2, "stream": true}))
+		require.Equal(t, http.StatusOK, r.status)
+		events := sseEvents(t, r.body)
+		require.True(t, openai.IsDone(events[len(events)-1]))
+	})
+	require.Equal(t, uint64(2), w.s.metrics.faults[faultCut].Load())
+}
+
+func TestFaultStall(t *testing.T) {
+	cfg := testConfig("mixed", ProtocolTRTLLM)
+	cfg.FaultStallRate = 1
+	cfg.FaultDieAfterTokens = 3
+	w := startWorker(t, cfg)
+
+	t.Run("a stream stops sending until the client leaves", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, w.url+"/v1/chat/completions",
+			strings.NewReader(`{"model":"`+Defaults().Model+`","stream":true,"max_tokens":50,"messages":[{"role":"user","content":"x"}]}`))
+		require.NoError(t, err)
+		resp, err := httpClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		events := make(chan []byte, 100)
+		go func() {
+			defer close(events)
+			r := openai.NewSSEReader(resp.Body, 0)
+			for {
+				ev, err := r.Next()
+				if err != nil {
+					return
+				}
+				events <- append([]byte(nil), ev...)
+			}
+		}()
+		for i := 0; i < 1+3; i++ {
+			<-events
+		}
+		select {
+		case ev, ok := <-events:
+			require.False(t, ok, "nothing after the stall point: %s", ev)
+		case <-time.After(300 * time.Millisecond): // 50 tokens take ~4 ms at this time scale
+		}
+		require.Equal(t, int64(1), w.s.hijacked.Load(), "the connection is held")
+		cancel()
+		require.Eventually(t, func() bool { return w.s.hijacked.Load() == 0 }, 5*time.Second, 5*time.Millisecond,
+			"the stall ends once the client hangs up")
+	})
+	t.Run("a non-streaming request gets its headers, then a body that never comes", func(t *testing.T) {
+		_, err := w.s.faults.apply(faultPatch{HangMax: openai.Ptr(duration(200 * time.Millisecond))})
+		require.NoError(t, err)
+		r, err := doErr(http.MethodPost, w.url+"/v1/chat/completions", chatReq("stall", nil), nil)
+		require.ErrorIs(t, err, io.ErrUnexpectedEOF, "hang_max closes the connection")
+		require.Equal(t, http.StatusOK, r.status)
+		require.Empty(t, r.body)
+	})
+	require.Equal(t, uint64(2), w.s.metrics.faults[faultStall].Load())
 }

@@ -60,6 +60,13 @@ func (s *Server) handleCompletion(ctx *fasthttp.RequestCtx, kind endpointKind) {
 		s.metrics.request(j.phase, outcomeServerError)
 		s.die(ctx)
 		return
+	case (f.garbage || f.cut || f.stall) && (!j.stream || j.phase == phaseContext):
+		s.metrics.request(j.phase, outcomeServerError)
+		s.brokenAnswer(ctx, j, f)
+		return
+	case f.cut || f.stall:
+		s.brokenStream(ctx, j, arrival, f)
+		return
 	}
 	r, herr := s.start(j, arrival, f)
 	if herr != nil {
@@ -67,7 +74,7 @@ func (s *Server) handleCompletion(ctx *fasthttp.RequestCtx, kind endpointKind) {
 		s.fail(ctx, herr)
 		return
 	}
-	s.setRunHeaders(ctx, r)
+	setRunHeaders(&ctx.Response.Header, r)
 	switch {
 	case j.phase == phaseContext:
 		s.answerContext(ctx, r)
@@ -160,8 +167,7 @@ const (
 	headerTTFTUs       = "X-Duet-Sim-TTFT-Us"     // arrival to first token due
 )
 
-func (s *Server) setRunHeaders(ctx *fasthttp.RequestCtx, r *run) {
-	h := &ctx.Response.Header
+func setRunHeaders(h *fasthttp.ResponseHeader, r *run) {
 	h.Set(headerCachedTokens, strconv.Itoa(r.cached))
 	h.Set(headerModelledUs, strconv.FormatInt(r.modelled.Microseconds(), 10))
 	h.Set(headerTTFTUs, strconv.FormatInt(r.firstAt.Sub(r.arrival).Microseconds(), 10))

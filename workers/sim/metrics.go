@@ -30,10 +30,13 @@ const (
 	faultError faultKind = iota
 	faultHang
 	faultDie
+	faultGarbage
+	faultCut
+	faultStall
 	numFaultKinds
 )
 
-var faultNames = [numFaultKinds]string{"error", "hang", "die"}
+var faultNames = [numFaultKinds]string{"error", "hang", "die", "garbage", "cut", "stall"}
 
 // metrics holds the worker's counters; gauges are read from the scheduler
 // at scrape time. The exposition is written by hand in the Prometheus text

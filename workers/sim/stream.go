@@ -27,7 +27,11 @@ func (s *Server) stream(w *bufio.Writer, r *run) {
 		}
 	}()
 	sink := newStreamSink(w, r.j, s.vocab, s.clock.now().Unix())
-	res, err := s.decode(r, sink, true)
+	var tokens tokenSink = sink
+	if r.fault.garbage {
+		tokens = &garbleSink{streamSink: sink, after: r.fault.dieAfter, html: r.fault.html, count: &s.metrics.faults[faultGarbage]}
+	}
+	res, err := s.decode(r, tokens, true)
 	s.end(r, res.tokens)
 	released = true
 	s.logDone(r, len(res.tokens), res.finish, err)

@@ -70,10 +70,9 @@ func (s *Server) completion(ctx *fasthttp.RequestCtx, method string, ep protocol
 		writeError(ctx, &orchestrator.Error{Status: http.StatusMethodNotAllowed, Message: "use POST"})
 		return
 	}
-	body, tooLarge := s.readBody(ctx)
-	if tooLarge {
-		writeError(ctx, &orchestrator.Error{Status: http.StatusRequestEntityTooLarge,
-			Message: fmt.Sprintf("request body larger than %d bytes", s.opts.Config.MaxBodyBytes)})
+	body, failed := s.readBody(ctx)
+	if failed != nil {
+		writeError(ctx, failed)
 		return
 	}
 	client, stopWatch := watchClient(ctx.Conn())
@@ -171,10 +170,12 @@ func (s *Server) relayClosing(ctx *fasthttp.RequestCtx, resp *orchestrator.Respo
 // so that the client, still sending, gets the 413 instead of a reset.
 const maxDrainBytes = 64 << 20
 
-// readBody returns a copy of the request body, or tooLarge when it exceeds
-// the limit (checked on Content-Length first, then while reading). An
-// over-limit body of at most maxDrainBytes is drained before the answer.
-func (s *Server) readBody(ctx *fasthttp.RequestCtx) (body []byte, tooLarge bool) {
+// readBody returns a copy of the request body, or the error to answer
+// (and close the connection with): 413 when the body exceeds the limit
+// (checked on Content-Length first, then while reading), 408 when it did
+// not arrive within read_timeout. An over-limit body of at most
+// maxDrainBytes is drained before the answer.
+func (s *Server) readBody(ctx *fasthttp.RequestCtx) ([]byte, *orchestrator.Error) {
 	limit := s.opts.Config.MaxBodyBytes
 	stream := ctx.RequestBodyStream()
 	if cl := ctx.Request.Header.ContentLength(); cl > limit {
@@ -182,21 +183,22 @@ func (s *Server) readBody(ctx *fasthttp.RequestCtx) (body []byte, tooLarge bool)
 			_, _ = io.Copy(io.Discard, io.LimitReader(stream, int64(cl)))
 		}
 		ctx.SetConnectionClose()
-		return nil, true
+		return nil, s.readError(fasthttp.ErrBodyTooLarge)
 	}
 	if stream == nil {
-		return append([]byte(nil), ctx.PostBody()...), false
+		return append([]byte(nil), ctx.PostBody()...), nil
 	}
 	b, err := io.ReadAll(io.LimitReader(stream, int64(limit)+1))
 	if len(b) > limit {
 		_, _ = io.Copy(io.Discard, io.LimitReader(stream, maxDrainBytes))
 		ctx.SetConnectionClose()
-		return nil, true
+		return nil, s.readError(fasthttp.ErrBodyTooLarge)
 	}
-	if err != nil {
-		return nil, false // the client went away mid-body; the empty body is rejected as invalid JSON
+	if err != nil { // too slow (408), or the client went away mid-body
+		ctx.SetConnectionClose()
+		return nil, s.readError(err)
 	}
-	return b, false
+	return b, nil
 }
 
 func setRouteHeaders(ctx *fasthttp.RequestCtx, r orchestrator.Route) {

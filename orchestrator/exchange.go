@@ -28,11 +28,15 @@ type held struct {
 // leave (vLLM, TensorRT-LLM and SGLang abort a request whose connection
 // closes). A reused keep-alive connection the worker closed while it sat
 // idle fails before any response byte; the exchange then runs once more on
-// a new connection, as Go's net/http does for the same race.
+// a new connection, as Go's net/http does for the same race. The other
+// idle connections are closed first: a worker that closed one closed the
+// others of the same age too, or all of them when it restarted, and the
+// retry must not take another.
 func exchange(ctx context.Context, hc *fasthttp.HostClient, req *fasthttp.Request, resp *fasthttp.Response,
 	headersBy, deadline time.Time) (held, error) {
 	h, staleConn, err := exchangeOnce(ctx, hc, req, resp, headersBy, deadline)
 	if staleConn && ctx.Err() == nil {
+		hc.CloseIdleConnections()
 		h, _, err = exchangeOnce(ctx, hc, req, resp, headersBy, deadline)
 	}
 	return h, err

@@ -34,9 +34,15 @@ func (f Failure) String() string {
 // eject_max_backoff), independently of the periodic health check. After
 // the backoff the worker is half-open: Route lets one request at a time
 // through as a probe; a success closes it, another failure ejects it for
-// longer. It returns how long ep is now ejected, 0 when it was not ejected
-// by this call. Safe for concurrent use.
+// longer. A failure reported while ep is ejected (a call that was in flight
+// when it was, or one sent because every worker was ejected) is the same
+// incident and changes nothing: the streams one crash cuts are one
+// ejection, not as many in a row. It returns how long ep is now ejected, 0
+// when it was not ejected by this call. Safe for concurrent use.
 func (r *Router) ReportFailure(ep *Endpoint, f Failure) time.Duration {
+	if ep.Ejected(r.now()) {
+		return 0
+	}
 	if f == FailureServer && ep.fails5xx.Add(1) < int32(r.cfg.EjectAfter5xx) {
 		return 0
 	}

@@ -53,6 +53,26 @@ func TestPassiveHealthEjectsAndReadmits(t *testing.T) {
 	require.Len(t, routesTo(2), 2, "when every gen worker is ejected, all of them stay candidates")
 }
 
+// Regression (issue 12, found by the soak suite's SIGKILLed workers): each
+// of the calls one crash cut doubled the ejection again, so a dozen
+// requests failing within milliseconds kept the restarted, healthy worker
+// out of routing for eject_max_backoff.
+func TestPassiveHealthFailuresOfOneIncidentEjectOnce(t *testing.T) {
+	p := fleet(1, 2)
+	r, clk := convRouter(t, p, func(c *Config) {
+		c.EjectBackoff, c.EjectMaxBackoff, c.EjectAfter5xx = time.Second, 30*time.Second, 1
+	})
+	dead := p.Get("gen-0")
+	require.Equal(t, time.Second, r.ReportFailure(dead, FailureConnect))
+	for i := 0; i < 12; i++ {
+		require.Zero(t, r.ReportFailure(dead, FailureConnect), "call %d was in flight when the worker was ejected", i)
+		require.Zero(t, r.ReportFailure(dead, FailureServer))
+	}
+	require.Equal(t, int64(1), dead.Ejections())
+	clk.advance(time.Second)
+	require.Equal(t, 2*time.Second, r.ReportFailure(dead, FailureConnect), "a failed probe after the backoff doubles it")
+}
+
 func TestPassiveHealthConfigNamesKeys(t *testing.T) {
 	for _, tc := range []struct {
 		mutate func(*Config)

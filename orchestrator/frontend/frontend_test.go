@@ -48,6 +48,18 @@ func testServer(t *testing.T, members []router.Member, mutate func(*Config)) (*f
 // testServerListener is testServer that also returns the listener, for raw
 // connections.
 func testServerListener(t *testing.T, members []router.Member, mutate func(*Config)) (*fasthttp.Client, *router.Pool, *fakeAdmin, *fasthttputil.InmemoryListener) {
+	srv, pool, admin := newTestFrontend(t, members, mutate)
+	ln := fasthttputil.NewInmemoryListener()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = srv.Serve(ctx, ln) }()
+	t.Cleanup(func() { cancel(); <-done })
+	client := &fasthttp.Client{Dial: func(string) (net.Conn, error) { return ln.Dial() }}
+	return client, pool, admin, ln
+}
+
+// newTestFrontend builds a frontend whose pool holds members.
+func newTestFrontend(t *testing.T, members []router.Member, mutate func(*Config)) (*Server, *router.Pool, *fakeAdmin) {
 	pool := router.NewPool()
 	pool.Sync(members)
 	rt, err := router.New(pool, router.Defaults(), nil)
@@ -66,13 +78,27 @@ func testServerListener(t *testing.T, members []router.Member, mutate func(*Conf
 	admin := &fakeAdmin{}
 	srv, err := New(Options{Config: cfg, Orchestrator: orch, Pool: pool, Log: zap.NewNop(), Version: "v-test", Admin: admin})
 	require.NoError(t, err)
-	ln := fasthttputil.NewInmemoryListener()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = srv.Serve(ctx, ln) }()
-	t.Cleanup(func() { cancel(); <-done })
-	client := &fasthttp.Client{Dial: func(string) (net.Conn, error) { return ln.Dial() }}
-	return client, pool, admin, ln
+	return srv, pool, admin
+}
+
+// Regression (issue 12, found by the soak suite's restarts): fasthttp's
+// Shutdown closes only the listeners Serve has registered, so a stop
+// arriving before Serve's goroutine ran left Serve accepting forever and
+// the process hanging at SIGTERM.
+func TestServeReturnsWhenStoppedBeforeItStarts(t *testing.T) {
+	for i := 0; i < 20; i++ {
+		srv, _, _ := newTestFrontend(t, bothRoles, nil)
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		done := make(chan error, 1)
+		go func() { done <- srv.Serve(ctx, fasthttputil.NewInmemoryListener()) }()
+		select {
+		case err := <-done:
+			require.NoError(t, err)
+		case <-time.After(20 * time.Second): // a hang, not a timing check
+			t.Fatalf("run %d: Serve still running after a stop that came before it started", i)
+		}
+	}
 }
 
 func do(t *testing.T, c *fasthttp.Client, method, path, body string, headers ...string) (int, *fasthttp.ResponseHeader, string) {

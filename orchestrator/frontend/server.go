@@ -57,6 +57,7 @@ func New(o Options) (*Server, error) {
 	s.srv = &fasthttp.Server{
 		Name:                          "duet",
 		Handler:                       s.handle,
+		ErrorHandler:                  s.readFailure,
 		ReadBufferSize:                o.Config.MaxHeaderBytes,
 		MaxRequestBodySize:            o.Config.MaxBodyBytes,
 		StreamRequestBody:             true, // lets handle answer 413 with a JSON body instead of a reset
@@ -93,6 +94,10 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	err := s.srv.ShutdownWithContext(shutdownCtx)
+	// Shutdown closes only the listeners Serve has registered: when ctx
+	// ends before the goroutine above has run, Serve would start after it
+	// and accept forever. Closing ln makes it return at once.
+	_ = ln.Close()
 	s.waitHijacked(shutdownCtx)
 	s.opts.Orchestrator.Close() // join background work once no request can start any
 	if err != nil && !errors.Is(err, context.DeadlineExceeded) {

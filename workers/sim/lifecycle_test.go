@@ -1,6 +1,8 @@
 package sim
 
 import (
+	"context"
+	"net"
 	"net/http"
 	"strconv"
 	"sync"
@@ -101,4 +103,27 @@ func TestShutdownAbortsAfterGrace(t *testing.T) {
 	events := sseEvents(t, stream().body)
 	require.True(t, openai.IsDone(events[len(events)-1]))
 	require.Contains(t, string(events[len(events)-2]), `"error"`, "an error event precedes [DONE]")
+}
+
+// Regression (issue 12, found by TestSGLangBootstrapServer on a loaded
+// machine): fasthttp's Shutdown closes only the listeners Serve has
+// registered, so a stop arriving before Serve's goroutine ran left it
+// accepting forever.
+func TestServeReturnsWhenStoppedBeforeItStarts(t *testing.T) {
+	for i := 0; i < 20; i++ {
+		s, err := New(testConfig("mixed", ProtocolTRTLLM), testTokenizer(t, "cl100k_base"), nil)
+		require.NoError(t, err)
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		done := make(chan error, 1)
+		go func() { done <- s.Serve(ctx, ln) }()
+		select {
+		case err := <-done:
+			require.NoError(t, err)
+		case <-time.After(20 * time.Second): // a hang, not a timing check
+			t.Fatalf("run %d: Serve still running after a stop that came before it started", i)
+		}
+	}
 }

@@ -154,6 +154,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		errc = nil
 	}
 	s.shutdown()
+	_ = ln.Close() // Serve may not have registered ln when ctx ended: it would accept forever
 	if errc != nil {
 		if err := <-errc; err != nil && serveErr == nil {
 			serveErr = err

@@ -29,6 +29,15 @@ run: build ## run duet serve on its embedded default (2 ctx + 2 gen simulated wo
 test: ## run every test with the race detector (unit + end-to-end)
 	$(GO) test -race -count=1 -timeout 15m $(PKGS)
 
+# make soak: the chaos and soak suite (tests/soak*_test.go, build tag soak),
+# not part of make test. It runs without -race: its 5,000 concurrent streams
+# exceed the race detector's limit of 8128 goroutines per process. Sizes:
+# SOAK_REQUESTS, SOAK_CONCURRENCY, SOAK_KILL_EVERY, SOAK_VANISH, SOAK_LORIS,
+# SOAK_LORIS_WINDOW, SOAK_STREAMS, SOAK_STREAM_ITL, SOAK_FAULT_REQUESTS.
+.PHONY: soak
+soak: ## chaos and soak suite on a simulated fleet, ~6 min, prints a summary table (not in make test)
+	$(GO) test -tags soak -count=1 -timeout 60m -run TestSoak -v ./tests/
+
 .PHONY: bench
 bench: ## run the Go benchmarks of the hot paths
 	$(GO) test -run '^$$' -bench . -benchmem -count 5 ./tokenizer/ ./workers/sim/ ./router/...

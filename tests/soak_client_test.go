@@ -136,6 +136,11 @@ func (c *soakClient) closeIdle() { c.tr.CloseIdleConnections() }
 
 // chat sends request i and reads its answer to the end, within deadline.
 func (c *soakClient) chat(i int, stream bool, maxTokens int, deadline time.Duration) (outcome, string) {
+	return c.send(i, stream, maxTokens, deadline, nil)
+}
+
+// send is chat with the body of a 200 answer read through wrap, when set.
+func (c *soakClient) send(i int, stream bool, maxTokens int, deadline time.Duration, wrap func(io.Reader) io.Reader) (outcome, string) {
 	ctx, cancel := context.WithTimeout(context.Background(), deadline)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url+"/v1/chat/completions", strings.NewReader(soakBody(i, stream, maxTokens)))
@@ -152,6 +157,9 @@ func (c *soakClient) chat(i int, stream bool, maxTokens int, deadline time.Durat
 		return outClosed, err.Error()
 	}
 	defer resp.Body.Close()
+	if wrap != nil && resp.StatusCode == http.StatusOK {
+		resp.Body = io.NopCloser(wrap(resp.Body))
+	}
 	return judge(resp, stream, maxTokens, 0, expired)
 }
 

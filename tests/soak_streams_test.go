@@ -3,18 +3,13 @@
 package tests
 
 import (
-	"context"
-	"fmt"
-	"net/http"
-	"strings"
+	"io"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/duet-serve/duet/proto/openai"
 )
 
 // soakStreams (issue 12 d): SOAK_STREAMS streams (default 5,000) opened
@@ -75,42 +70,26 @@ func soakStreams(t *testing.T, row *soakRow) {
 // openStream runs one stream like chat, counting it in open from its
 // first event to its end, and recording the most open at once in peak.
 func (c *soakClient) openStream(i, maxTokens int, deadline time.Duration, open, peak *atomic.Int64) (outcome, string) {
-	ctx, cancel := context.WithTimeout(context.Background(), deadline)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url+"/v1/chat/completions", strings.NewReader(soakBody(i, true, maxTokens)))
-	if err != nil {
-		return outBroken, err.Error()
-	}
-	req.Header.Set("Content-Type", "application/json")
-	expired := func(error) bool { return ctx.Err() != nil }
-	resp, err := c.c.Do(req)
-	if err != nil {
-		if expired(err) {
-			return outHung, fmt.Sprintf("no response within %s", deadline)
-		}
-		return outClosed, err.Error()
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return judge(resp, true, maxTokens, 0, expired)
-	}
-	counted := &countingReader{r: resp.Body, first: func() {
-		now := open.Add(1)
-		for p := peak.Load(); now > p && !peak.CompareAndSwap(p, now); p = peak.Load() {
-		}
-	}}
+	var counted *countingReader
 	defer func() {
-		if counted.started {
+		if counted != nil && counted.started {
 			open.Add(-1)
 		}
 	}()
-	return judgeStream(openai.NewSSEReader(counted, 0), maxTokens, 0, expired)
+	return c.send(i, true, maxTokens, deadline, func(body io.Reader) io.Reader {
+		counted = &countingReader{r: body, first: func() {
+			now := open.Add(1)
+			for p := peak.Load(); now > p && !peak.CompareAndSwap(p, now); p = peak.Load() {
+			}
+		}}
+		return counted
+	})
 }
 
 // countingReader calls first once, when the first bytes of the body
 // arrive (duet sends nothing before the first event).
 type countingReader struct {
-	r       interface{ Read([]byte) (int, error) }
+	r       io.Reader
 	first   func()
 	started bool
 }

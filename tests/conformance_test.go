@@ -221,7 +221,7 @@ func runVariants(t *testing.T, d *deployment, fl *fakeFleet, extra func(reqCase)
 					v.wire(t, c, w, l)
 				}
 				require.Eventually(t, func() bool { return requestsTotal(t, d, c.endpoint, metricStatus) == before+1 },
-					5*time.Second, 10*time.Millisecond, "duet counts the request with status %d", metricStatus)
+					time.Minute, 10*time.Millisecond, "duet counts the request with status %d", metricStatus)
 			})
 		}
 	}

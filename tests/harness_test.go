@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -70,17 +71,19 @@ func freePorts(t *testing.T, n int) []int {
 }
 
 // freePortRun returns the first of n consecutive free ports, none handed
-// out before, and marks them handed out.
+// out before, and marks them handed out. Ports are drawn below the
+// kernel's ephemeral range (32768-60999 by default): a port that probes
+// free inside it can become the local port of any outgoing connection
+// before the worker binds it, which a concurrent soak run's thousands of
+// connections made happen. A random draw keeps test processes running side
+// by side apart.
 func freePortRun(t *testing.T, n int) int {
 	t.Helper()
 	portsMu.Lock()
 	defer portsMu.Unlock()
-	for try := 0; try < 100; try++ {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		require.NoError(t, err)
-		base := l.Addr().(*net.TCPAddr).Port
-		l.Close()
-		if base+n >= 65000 || !runFree(base, n) {
+	for try := 0; try < 1000; try++ {
+		base := portsLow + rand.IntN(portsHigh-portsLow-n)
+		if !runFree(base, n) {
 			continue
 		}
 		for i := 0; i < n; i++ {
@@ -92,15 +95,15 @@ func freePortRun(t *testing.T, n int) int {
 	return 0
 }
 
+// The range freePortRun draws from.
+const portsLow, portsHigh = 20000, 32700
+
 // runFree reports whether ports base..base+n-1 were never handed out and
 // can be bound now. The caller holds portsMu.
 func runFree(base, n int) bool {
 	for i := 0; i < n; i++ {
 		if handedOut[base+i] {
 			return false
-		}
-		if i == 0 {
-			continue // just probed
 		}
 		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", base+i))
 		if err != nil {

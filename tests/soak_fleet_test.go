@@ -68,7 +68,8 @@ queue: {enabled: true, inflight_per_worker: 4096, max_queue_length: 8192, max_wa
 fleet:
   run_dir: %s
   health_interval: 200ms
-  unhealthy_threshold: 2
+  unhealthy_threshold: 5
+  health_timeout: 5s
   shutdown_grace: 3s
   context:
     engine: sim

@@ -176,10 +176,16 @@ func (s *sessionSet) remove(x *session) int {
 	return len(s.few)
 }
 
-// only returns the single member, or nil when there are several.
+// only returns the single member, or nil when there are several. A set
+// that grew into a map and shrank back to one member has it in the map.
 func (s *sessionSet) only() *session {
-	if s.many == nil && len(s.few) == 1 {
+	switch {
+	case s.many == nil && len(s.few) == 1:
 		return s.few[0]
+	case len(s.many) == 1:
+		for x := range s.many {
+			return x
+		}
 	}
 	return nil
 }

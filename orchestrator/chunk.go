@@ -70,7 +70,7 @@ type chunk struct {
 // read parses data, which must be one JSON object. Each object is walked
 // once.
 func (r *chunkReader) read(data []byte) (chunk, error) {
-	if err := openai.CheckDepth(data, maxWorkerDepth); err != nil {
+	if err := openai.CheckDepth(data, openai.MaxWorkerDepth); err != nil {
 		return chunk{}, err
 	}
 	v, err := r.p.ParseBytes(data)

@@ -195,7 +195,7 @@ func withBody(what, message string, body []byte) string {
 // when it has none); the type defaults to status's.
 func readWorkerError(status int, body []byte) openai.ErrorDetail {
 	d := openai.ErrorDetail{Type: openai.TypeForStatus(status)}
-	if openai.CheckDepth(body, maxWorkerDepth) != nil {
+	if openai.CheckDepth(body, openai.MaxWorkerDepth) != nil {
 		return d
 	}
 	if v, err := fastjson.ParseBytes(body); err == nil && v.Type() == fastjson.TypeObject {

@@ -104,6 +104,11 @@ func checkKeys(body []byte, s *keySchema) error {
 
 var keyParsers fastjson.ParserPool
 
+// maxRequestDepth bounds a client body's nesting: fastjson's own limit,
+// checked first because its error text grows with the square of the depth
+// (openai.CheckDepth).
+const maxRequestDepth = 300
+
 // badKey is a key checkKeys rejects: a case variant of field, or a
 // duplicate when field is "". path grows as the error is returned up the
 // document, so a valid body builds no paths.

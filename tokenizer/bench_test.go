@@ -114,6 +114,32 @@ func BenchmarkEncodeHostile(b *testing.B) {
 	}
 }
 
+// BenchmarkLoadEncoding measures what the first New for an encoding costs
+// at startup (decoding its embedded table, building the rank and pair
+// tables), and, as .../merges, the part of it the pair table takes.
+func BenchmarkLoadEncoding(b *testing.B) {
+	for _, encoding := range Encodings {
+		b.Run(encoding, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := newEncoding(encoding); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		e, err := newEncoding(encoding)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(encoding+"/merges", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				newPairTable(e.ranks)
+			}
+		})
+	}
+}
+
 // BenchmarkEncodeSingleWord is the measurement of issue 12 (4-64 KB of
 // "a"), which grew with the square of the length before.
 func BenchmarkEncodeSingleWord(b *testing.B) {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/base64"
 	"fmt"
-	"strconv"
 	"unicode/utf8"
 
 	"github.com/pkoukk/tiktoken-go-loader/assets"
@@ -50,9 +49,12 @@ func newEncoding(name string) (*encoding, error) {
 		next:    spec.next,
 		cls:     runeClasses(),
 	}
-	tokens := make([]string, 0, bytes.Count(data, []byte{'\n'})+1)
+	// Decode every token into one arena first: one allocation, not one per
+	// token.
+	type entry struct{ rank, start, end int32 }
+	entries := make([]entry, 0, bytes.Count(data, []byte{'\n'})+1)
+	arena := make([]byte, 0, len(data)*3/4)
 	var single [256]bool
-	var buf []byte
 	for line := range bytes.Lines(data) {
 		line = bytes.TrimRight(line, "\n")
 		if len(line) == 0 {
@@ -62,35 +64,54 @@ func newEncoding(name string) (*encoding, error) {
 		if !ok {
 			return nil, fmt.Errorf("tokenizer: load encoding %s: malformed line %q", name, line)
 		}
-		buf = buf[:0]
-		if buf, err = base64.StdEncoding.AppendDecode(buf, b64); err != nil {
+		start := len(arena)
+		if arena, err = base64.StdEncoding.AppendDecode(arena, b64); err != nil {
 			return nil, fmt.Errorf("tokenizer: load encoding %s: token %q: %w", name, b64, err)
 		}
-		rank, err := strconv.ParseUint(string(num), 10, 31)
-		if err != nil {
-			return nil, fmt.Errorf("tokenizer: load encoding %s: rank of %q: %w", name, b64, err)
+		rank, ok := parseRank(num)
+		if !ok {
+			return nil, fmt.Errorf("tokenizer: load encoding %s: rank of %q: %q is not a number below %d", name, b64, num, maxTokens)
 		}
-		for int(rank) >= len(tokens) {
-			tokens = append(tokens, "")
+		if len(arena) == start+1 {
+			single[arena[start]] = true
 		}
-		if len(buf) == 0 || tokens[rank] != "" {
-			return nil, fmt.Errorf("tokenizer: load encoding %s: token %q: empty, or rank %d taken", name, b64, rank)
-		}
-		tokens[rank] = string(buf)
-		if len(buf) == 1 {
-			single[buf[0]] = true
-		}
+		entries = append(entries, entry{int32(rank), int32(start), int32(len(arena))})
 	}
 	for b, ok := range single {
 		if !ok {
 			return nil, fmt.Errorf("tokenizer: load encoding %s: byte %#x is not a token", name, b)
 		}
 	}
+	all := string(arena)
+	tokens := make([]string, 0, len(entries)) // ranks are 0 to len-1 unless some are unused
+	for _, en := range entries {
+		for int(en.rank) >= len(tokens) {
+			tokens = append(tokens, "")
+		}
+		if en.start == en.end || tokens[en.rank] != "" {
+			return nil, fmt.Errorf("tokenizer: load encoding %s: token %q: empty, or rank %d taken", name, all[en.start:en.end], en.rank)
+		}
+		tokens[en.rank] = all[en.start:en.end]
+	}
 	e.ranks = newRankTable(tokens)
 	for text, id := range spec.special {
 		e.special[id] = text
 	}
 	return e, nil
+}
+
+// parseRank parses a decimal rank below maxTokens.
+func parseRank(num []byte) (int, bool) {
+	rank := 0
+	for _, c := range num {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		if rank = rank*10 + int(c-'0'); rank >= maxTokens {
+			return 0, false
+		}
+	}
+	return rank, len(num) > 0
 }
 
 // encode returns the token ids of text.

@@ -68,7 +68,7 @@ func TestMergeLargeMatchesMergeSmall(t *testing.T) {
 			t.Run(encoding+"/"+name, func(t *testing.T) {
 				m := getMerger(e, maxPieceBytes)
 				defer putMerger(m)
-				for _, n := range []int{2, 3, 5, 17, 99, 100, 101, 255, 1000} {
+				for _, n := range []int{2, 3, 5, 17, 99, 100, 101, 255, 256, 257, 1000, 1024} {
 					for range 4 {
 						piece := gen(n)
 						require.Equal(t, m.mergeSmall(nil, piece), m.mergeLarge(nil, piece), "piece %q", piece)

@@ -16,22 +16,13 @@ import (
 //     linear scan for the minimum after each merge, O(n·m) for n bytes and
 //     m merges. Fastest for the short pieces of real text, but 64 KiB of
 //     "a" took 1.6 s.
-//   - mergeLarge plays the part of tiktoken's _byte_pair_merge_large (added
-//     in v0.13.0, "Branch byte pair encoding to fix performance on unusual
-//     input", the fix of openai/tiktoken#195), which keeps candidate merges
-//     in a binary heap with lazy invalidation. Here they sit in a 4-ary
-//     tournament tree over byte positions instead: leaf i holds rank<<32|i
-//     for the pair that starts at i, each inner node the minimum of its
-//     children, so the root is the lowest rank, leftmost. A merge rewrites
-//     three leaves (the merged part's next pair, its previous part's pair,
-//     the vanished part's pair) and recomputes their ancestors only while a
-//     minimum changes: no stale entries are queued and popped. A sweep of
-//     one rank along a run ("aaaa…" merges every "aa" left to right) skips
-//     the tree: when the next part starts a pair of the same rank and the
-//     two rewritten pairs rank higher, that pair is the new minimum, and the
-//     tree is brought up to date once when the sweep ends. O(n + m log n);
-//     on 2 MiB of random letters in 8 KiB chunks about twice as fast as a
-//     port of tiktoken's heap.
+//   - mergeLarge (tournament.go) plays the part of tiktoken's
+//     _byte_pair_merge_large (added in v0.13.0, "Branch byte pair encoding
+//     to fix performance on unusual input", the fix of openai/tiktoken#195),
+//     which keeps candidate merges in a binary heap with lazy invalidation.
+//     Here they sit in a 4-ary tournament tree over byte positions instead,
+//     and merges are looked up by the token ids of the two parts
+//     (pairTable) rather than by their bytes. O(n + m log n).
 //
 // tiktoken switches to its heap at 100 bytes; so does appendMerged.
 
@@ -41,21 +32,11 @@ const smallPieceBytes = 100
 // noRank marks a pair that is not a token.
 const noRank = math.MaxUint32
 
-// noPair is a tournament leaf with no pair: it loses to every pair.
-const noPair = math.MaxUint64
-
 // part is one part of a piece in mergeSmall: its start and the rank of it
 // merged with the next part.
 type part struct {
 	start int32
 	rank  uint32
-}
-
-// span is the part that starts at a byte position in mergeLarge.
-type span struct {
-	prev int32  // start of the previous part; -1 for the first
-	end  int32  // end of this part
-	rank uint32 // token of this part once merged; noRank while one byte
 }
 
 // merger holds the scratch space of one Encode call. It is not
@@ -66,8 +47,8 @@ type merger struct {
 	parts    []part
 	spans    []span
 	tree     []uint64
-	dirty    []int32 // leaves rewritten since the tree was last updated
-	nodes    []int   // update's scratch
+	dirty    []int32 // leaves a sweep rewrote since the tree was last updated
+	nodes    []int32 // updateLevels' scratch: tree nodes
 	// ops counts rank look-ups and tournament steps: the cost model the
 	// tests bound.
 	ops int
@@ -142,123 +123,6 @@ func (m *merger) mergeSmall(out []int, piece string) []int {
 	}
 	m.parts = parts
 	return out
-}
-
-func (m *merger) mergeLarge(out []int, piece string) []int {
-	n := int32(len(piece))
-	// A 4-ary tree, root 0, children of p at 4p+1..4p+4, leaves last.
-	inner, width := 0, 1
-	for width < len(piece) {
-		inner += width
-		width *= 4
-	}
-	spans := growTo(m.spans, len(piece))
-	tree := growTo(m.tree, inner+width)
-	leaves := tree[inner:]
-	for i := int32(0); i < n; i++ {
-		spans[i] = span{prev: i - 1, end: i + 1, rank: noRank}
-		leaves[i] = m.leaf(piece, i, i+2)
-	}
-	for i := len(piece); i < width; i++ {
-		leaves[i] = noPair
-	}
-	for p := inner - 1; p >= 0; p-- {
-		tree[p] = min4(tree[4*p+1:][:4])
-	}
-	dirty := m.dirty[:0]
-	for top := tree[0]; top != noPair; {
-		left, rank := int32(uint32(top)), top>>32
-		right := spans[left].end
-		end := spans[right].end
-		spans[left].end = end
-		spans[left].rank = uint32(rank)
-		next := uint64(noPair)
-		if end < n {
-			spans[end].prev = left
-			next = m.leaf(piece, left, spans[end].end)
-		}
-		prevNext := uint64(noPair)
-		prev := spans[left].prev
-		if prev >= 0 {
-			prevNext = m.leaf(piece, prev, end)
-			leaves[prev] = prevNext
-			if len(dirty) == 0 {
-				dirty = append(dirty, prev)
-			}
-		}
-		leaves[left], leaves[right] = next, noPair
-		dirty = append(dirty, left, right)
-		// A sweep: the pair just merged was the minimum, so any pair that
-		// ties its rank starts after end (positions inside the merged
-		// part start none), and every pair rewritten earlier in the sweep
-		// ranks above it. If the pair at end has the same rank and both
-		// pairs rewritten now rank above it, the pair at end is the new
-		// minimum: merge it without updating the tree.
-		if end < n && leaves[end]>>32 == rank && next>>32 > rank && prevNext>>32 > rank {
-			top = leaves[end]
-			continue
-		}
-		m.update(tree, inner, dirty)
-		dirty = dirty[:0]
-		top = tree[0]
-	}
-	m.dirty = dirty
-	for i := int32(0); i < n; i = spans[i].end {
-		if r := spans[i].rank; r != noRank {
-			out = append(out, int(r))
-		} else {
-			out = append(out, int(m.enc.ranks.get(piece[i:i+1])))
-		}
-	}
-	m.spans, m.tree = spans, tree
-	return out
-}
-
-func min4(c []uint64) uint64 { return min(min(c[0], c[1]), min(c[2], c[3])) }
-
-// leaf returns the tournament key of merging piece[start:end] (two parts),
-// noPair if it is not a token or end is past the piece.
-func (m *merger) leaf(piece string, start, end int32) uint64 {
-	if int(end) > len(piece) {
-		return noPair
-	}
-	r := m.rank(piece[start:end])
-	if r == noRank {
-		return noPair
-	}
-	return uint64(r)<<32 | uint64(start)
-}
-
-// update recomputes the ancestors of the rewritten leaves at the given
-// positions, in increasing order, level by level while a minimum changes.
-// The paths of neighbouring leaves join within a level or two, so a merge
-// costs about one walk to the root, and a sweep of k merges about k/3.
-func (m *merger) update(tree []uint64, inner int, pos []int32) {
-	nodes := m.nodes[:0]
-	for _, i := range pos {
-		nodes = append(nodes, inner+int(i))
-	}
-	for len(nodes) > 0 {
-		k, last := 0, -1
-		for _, j := range nodes {
-			if j == 0 {
-				continue
-			}
-			p := (j - 1) / 4
-			if p == last {
-				continue
-			}
-			last = p
-			m.ops++
-			if v := min4(tree[4*p+1:][:4]); tree[p] != v {
-				tree[p] = v
-				nodes[k] = p
-				k++
-			}
-		}
-		nodes = nodes[:k]
-	}
-	m.nodes = nodes
 }
 
 // growTo returns s resliced to length n, reallocated if too short.

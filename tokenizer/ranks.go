@@ -5,16 +5,19 @@ import (
 	"math/bits"
 )
 
-// rankTable maps token bytes to ranks (token ids) and back. Merging a
-// piece looks up about two byte strings per input byte, and for text the
-// vocabulary does not cover (random letters or symbols) each look-up goes
-// to a random entry, so the table is built to be small: 1- and 2-byte
-// strings are indexed directly (256 KB), longer ones go through an
-// open-addressing table of 8-byte slots (1 MB for cl100k_base, 2 MB for
-// o200k_base) holding a 32-bit fingerprint of the bytes and the rank, and
-// a fingerprint match is confirmed against the token's bytes, stored back
-// to back in one arena. A small filter in front answers most look-ups of
-// strings that are no token. It is immutable once built.
+// rankTable maps token bytes to ranks (token ids) and back. Encoding looks
+// every piece up whole, and mergeSmall about two byte strings per byte of
+// the pieces it merges; for text the vocabulary does not cover (random
+// letters or symbols) each look-up goes to a random entry, so the table is
+// built to be small: 1- and 2-byte strings are indexed directly (256 KB),
+// longer ones go through an open-addressing table of 8-byte slots (1 MB
+// for cl100k_base, 2 MB for o200k_base) holding a 32-bit fingerprint of
+// the bytes and the rank, and a fingerprint match is confirmed against the
+// token's bytes, stored back to back in one arena. A small filter in front
+// answers most look-ups of strings that are no token. mergeLarge looks
+// merges up by token ids instead, in merges, built with the table (at
+// startup, not by the first long piece a client sends). The table is
+// immutable once built, and so is merges.
 type rankTable struct {
 	seed  maphash.Seed // per process, so colliding strings cannot be chosen in advance
 	slots []uint64     // fingerprint<<32 | rank+1; 0 is empty
@@ -30,6 +33,8 @@ type rankTable struct {
 	offs       []uint32 // token id -> start in arena; offs[id+1] is its end
 	single     [256]uint32
 	pair       [1 << 16]uint32 // s[0]<<8 | s[1] -> rank, noRank if not a token
+	// merges maps two parts, by their ids, to the token they merge into.
+	merges *pairTable
 }
 
 // newRankTable builds the table from tokens indexed by rank; "" marks an
@@ -79,6 +84,7 @@ func newRankTable(tokens []string) *rankTable {
 			t.slots[i] = h>>32<<32 | uint64(id+1)
 		}
 	}
+	t.merges = newPairTable(t)
 	return t
 }
 

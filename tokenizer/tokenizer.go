@@ -20,7 +20,8 @@ var (
 )
 
 // New returns a Tokenizer for cfg. The first call for an encoding loads its
-// BPE table from the binary (20-50 ms); later calls share it.
+// BPE tables from the binary (25-65 ms, most of it the pair table that
+// pieces of 100 bytes or more are merged with); later calls share them.
 func New(cfg Config) (*Tokenizer, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("tokenizer: %w", err)
@@ -62,9 +63,9 @@ func (t *Tokenizer) Encoding() string { return t.encoding }
 // piece, such as a run of one character, is merged in 8 KiB chunks, with a
 // token count within one per chunk of exact (see appendPiece). The cost is
 // linear in len(text), at most 8 units of work per byte
-// (TestEncodeCostIsLinear): 60-120 ns per byte on the worst inputs found
-// (random letters) and ~20 ns on prose on the development machine, so a
-// prompt at the frontend's 8 MiB body limit costs at most about 1 s.
+// (TestEncodeCostIsLinear): 25-35 ns per byte on the worst inputs found
+// (random letters) and ~15 ns on prose on the development machine, so a
+// prompt at the frontend's 8 MiB body limit costs at most about 0.3 s.
 func (t *Tokenizer) Encode(text string) []int { return t.enc.encode(text) }
 
 // Count returns the number of tokens in text.

@@ -130,7 +130,7 @@ func (e *encoding) encodeCost(text string, maxPiece int) ([]int, int) {
 		text = string([]rune(text))
 	}
 	sc := scanner{s: text, cls: e.cls}
-	m := getMerger(e, maxPiece)
+	m := getMerger(e, maxPiece, len(text))
 	defer putMerger(m)
 	out := make([]int, 0, len(text)/4+16) // prose has over 4 bytes per token
 	for i := 0; i < len(text); {

@@ -66,7 +66,7 @@ func TestMergeLargeMatchesMergeSmall(t *testing.T) {
 		require.NoError(t, err)
 		for name, gen := range gens {
 			t.Run(encoding+"/"+name, func(t *testing.T) {
-				m := getMerger(e, maxPieceBytes)
+				m := getMerger(e, maxPieceBytes, maxPieceBytes)
 				defer putMerger(m)
 				for _, n := range []int{2, 3, 5, 17, 99, 100, 101, 255, 256, 257, 1000, 1024} {
 					for range 4 {

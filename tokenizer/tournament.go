@@ -37,8 +37,9 @@ func (m *merger) mergeLarge(out []int, piece string) []int {
 	// updates allow; the array is about 4/3 of the leaves, not up to 4
 	// times as with a full tree.
 	inner := (len(piece) + 1) / 3 // ceil((len-1)/3)
-	spans := growTo(m.spans, len(piece))
-	tree := growTo(m.tree, 4*inner+1)
+	scratch := max(len(piece), m.scratchLen)
+	spans := growTo(m.spans, len(piece), scratch)
+	tree := growTo(m.tree, 4*inner+1, 4*((scratch+1)/3)+1)
 	leaves := tree[inner:]
 	ranks := m.enc.ranks
 	merges := ranks.merges
@@ -58,8 +59,8 @@ func (m *merger) mergeLarge(out []int, piece string) []int {
 	// Leaves a sweep rewrote, not yet in the tree: distinct positions, so
 	// at most one per byte. It and updateLevels' nodes are sized here once,
 	// as spans and tree are, rather than grown by doubling.
-	dirty := growTo(m.dirty, len(piece))[:0]
-	m.nodes = growTo(m.nodes, len(piece))
+	dirty := growTo(m.dirty, len(piece), scratch)[:0]
+	m.nodes = growTo(m.nodes, len(piece), scratch)
 	for top := tree[0]; top>>32 != noRank; {
 		left, rank := int32(uint32(top)), top>>32
 		right := spans[left].end

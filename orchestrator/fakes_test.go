@@ -24,15 +24,16 @@ import (
 // fakeWorker is a TensorRT-LLM-protocol worker whose behaviour a test sets.
 // It records every body it received.
 type fakeWorker struct {
-	t      *testing.T
-	srv    *httptest.Server
-	mu     sync.Mutex // guards bodies
-	bodies []map[string]json.RawMessage
-	handle func(w http.ResponseWriter, body map[string]json.RawMessage)
+	t       *testing.T
+	srv     *httptest.Server
+	mu      sync.Mutex // guards bodies and remotes
+	bodies  []map[string]json.RawMessage
+	remotes map[string]bool // the client addresses (connections) requests came on
+	handle  func(w http.ResponseWriter, body map[string]json.RawMessage)
 }
 
 func newFakeWorker(t *testing.T, handle func(w http.ResponseWriter, body map[string]json.RawMessage)) *fakeWorker {
-	f := &fakeWorker{t: t, handle: handle}
+	f := &fakeWorker{t: t, handle: handle, remotes: map[string]bool{}}
 	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		raw, _ := io.ReadAll(r.Body)
 		var body map[string]json.RawMessage
@@ -42,11 +43,19 @@ func newFakeWorker(t *testing.T, handle func(w http.ResponseWriter, body map[str
 		}
 		f.mu.Lock()
 		f.bodies = append(f.bodies, body)
+		f.remotes[r.RemoteAddr] = true
 		f.mu.Unlock()
 		f.handle(w, body)
 	}))
 	t.Cleanup(f.srv.Close)
 	return f
+}
+
+// connections returns how many connections requests came on.
+func (f *fakeWorker) connections() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.remotes)
 }
 
 func (f *fakeWorker) calls() []map[string]json.RawMessage {

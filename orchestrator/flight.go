@@ -118,16 +118,25 @@ func (f *flight) logPanic(where string, p any) {
 func (o *Orchestrator) record(f *flight) {
 	total := f.sinceStart()
 	ep := f.req.Endpoint.String()
-	o.metrics.requests.WithLabelValues(ep, strconv.Itoa(f.status)).Inc()
-	o.metrics.duration.WithLabelValues(ep).Observe(total.Seconds())
+	series := o.metrics.endpoint(f.req.Endpoint)
+	if f.status == http.StatusOK {
+		series.ok.Inc()
+	} else {
+		o.metrics.requests.WithLabelValues(ep, strconv.Itoa(f.status)).Inc()
+	}
+	series.duration.Observe(total.Seconds())
 	if f.genDur > 0 {
-		o.metrics.phase.WithLabelValues(phaseGeneration).Observe(f.genDur.Seconds())
+		o.metrics.phaseGen.Observe(f.genDur.Seconds())
 	}
 	if f.ttft > 0 {
-		o.metrics.ttft.WithLabelValues(ep).Observe(f.ttft.Seconds())
+		series.ttft.Observe(f.ttft.Seconds())
 	}
 	o.metrics.events.Add(float64(f.events))
 	o.metrics.bytes.Add(float64(f.bytes))
+	line := o.access.Check(zap.InfoLevel, "request")
+	if line == nil { // access log off: build no fields
+		return
+	}
 	fields := []zap.Field{
 		zap.String("request_id", f.req.ID), zap.String("endpoint", ep), zap.Int("status", f.status),
 		zap.String("session", f.session), zap.String("ctx", f.route.Ctx), zap.String("gen", f.route.Gen),
@@ -138,5 +147,5 @@ func (o *Orchestrator) record(f *flight) {
 	if f.err != nil {
 		fields = append(fields, zap.NamedError("error", f.err))
 	}
-	o.access.Info("request", fields...)
+	line.Write(fields...)
 }

@@ -1,6 +1,7 @@
 package orchestrator
 
 import (
+	"github.com/duet-serve/duet/orchestrator/protocol"
 	"github.com/duet-serve/duet/router"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -16,6 +17,39 @@ type metrics struct {
 	bytes      prometheus.Counter
 	decisions  *prometheus.CounterVec
 	cacheError prometheus.Histogram
+
+	// Children bound once for the label values every request uses:
+	// WithLabelValues hashes its values and takes a lock on every call.
+	byEndpoint         [3]endpointSeries // indexed by protocol.Endpoint; 0 is unused
+	phaseCtx, phaseGen prometheus.Observer
+}
+
+// endpointSeries are the series of one endpoint every request records.
+type endpointSeries struct {
+	ok             prometheus.Counter // requests answered 200
+	duration, ttft prometheus.Observer
+}
+
+// bind binds the children every request uses.
+func (m *metrics) bind() {
+	for _, e := range []protocol.Endpoint{protocol.EndpointChat, protocol.EndpointCompletions} {
+		m.byEndpoint[e] = m.seriesOf(e)
+	}
+	m.phaseCtx, m.phaseGen = m.phase.WithLabelValues(phaseContext), m.phase.WithLabelValues(phaseGeneration)
+}
+
+// endpoint returns the series of e, bound once for a valid endpoint.
+func (m *metrics) endpoint(e protocol.Endpoint) endpointSeries {
+	if e.Valid() {
+		return m.byEndpoint[e]
+	}
+	return m.seriesOf(e)
+}
+
+func (m *metrics) seriesOf(e protocol.Endpoint) endpointSeries {
+	name := e.String()
+	return endpointSeries{ok: m.requests.WithLabelValues(name, "200"), duration: m.duration.WithLabelValues(name),
+		ttft: m.ttft.WithLabelValues(name)}
 }
 
 var latencyBuckets = []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120}
@@ -42,6 +76,7 @@ func newMetrics(reg prometheus.Registerer, r *router.Router, up *upstream) (*met
 			Help:    "Per sticky turn: prompt tokens the router expected the ctx worker to hold minus the cached tokens it reported.",
 			Buckets: []float64{-4096, -512, -64, 0, 64, 512, 4096, 32768}}),
 	}
+	m.bind()
 	if reg == nil {
 		return m, nil
 	}

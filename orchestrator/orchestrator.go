@@ -48,6 +48,9 @@ type Orchestrator struct {
 	now     func() time.Time
 	rand    func() uint64
 	queue   *queue.Queue // nil: no admission queue
+	// drainWait bounds the read of a worker's body after its [DONE]
+	// (relay.drain); tests lengthen it.
+	drainWait time.Duration
 	// background joins the SGLang prefill legs, which run beside the
 	// request that started them.
 	background sync.WaitGroup
@@ -77,7 +80,8 @@ func New(o Options) (*Orchestrator, error) {
 		return nil, err
 	}
 	return &Orchestrator{cfg: o.Config, lens: o.Config.modelLens(), adapter: adapter, router: o.Router, tok: o.Tokenizer, up: up,
-		metrics: m, log: o.Log, access: o.AccessLog, now: o.Now, rand: o.Rand, queue: o.Queue}, nil
+		metrics: m, log: o.Log, access: o.AccessLog, now: o.Now, rand: o.Rand, queue: o.Queue,
+		drainWait: defaultDrainWait}, nil
 }
 
 // Close waits for background work (SGLang prefill legs, each bounded by

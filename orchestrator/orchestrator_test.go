@@ -237,6 +237,72 @@ func TestIdleStreamTimesOut(t *testing.T) {
 	require.True(t, strings.HasSuffix(out, "data: [DONE]\n\n"))
 }
 
+// slowStream sends a content event every gap, n of them, then the end of
+// the stream, or stops after the n events without one when complete is
+// false (and holds the connection until the request goes).
+func slowStream(n int, gap time.Duration, complete bool) func(http.ResponseWriter, map[string]json.RawMessage) {
+	return func(w http.ResponseWriter, _ map[string]json.RawMessage) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		fl := w.(http.Flusher)
+		for range n {
+			w.Write([]byte("data: {\"choices\":[{\"delta\":{\"content\":\"x\"},\"finish_reason\":null}]}\n\n"))
+			fl.Flush()
+			time.Sleep(gap)
+		}
+		if complete {
+			w.Write([]byte("data: {\"choices\":[{\"delta\":{},\"finish_reason\":\"length\"}]}\n\ndata: [DONE]\n\n"))
+		}
+	}
+}
+
+// TestStreamLongerThanTheIdleLimitIsNotIdle: events keep a stream alive
+// however long it runs in all (the idle limit is re-armed from the last
+// event, not from the start).
+func TestStreamLongerThanTheIdleLimitIsNotIdle(t *testing.T) {
+	cfg := testConfig()
+	cfg.StreamIdleTimeout = 300 * time.Millisecond
+	gen := newFakeWorker(t, slowStream(12, 50*time.Millisecond, true)) // 600 ms in all
+	h := newHarness(t, cfg, []*fakeWorker{newFakeWorker(t, ctxOK)}, []*fakeWorker{gen})
+	_, out := h.run(testChatBody(true, ""), nil)
+	require.NotContains(t, out, "timeout", out)
+	require.Equal(t, 12, strings.Count(out, `"content":"x"`), out)
+	require.True(t, strings.HasSuffix(out, "data: [DONE]\n\n"))
+}
+
+func TestStreamOverItsTotalLimitEnds(t *testing.T) {
+	cfg := testConfig()
+	cfg.StreamTotalTimeout = 300 * time.Millisecond
+	gen := newFakeWorker(t, slowStream(100, 20*time.Millisecond, true)) // 2 s in all
+	h := newHarness(t, cfg, []*fakeWorker{newFakeWorker(t, ctxOK)}, []*fakeWorker{gen})
+	_, out := h.run(testChatBody(true, ""), nil)
+	require.Contains(t, out, `"content":"x"`)
+	require.Contains(t, out, "generation stream total timeout")
+	require.True(t, strings.HasSuffix(out, "data: [DONE]\n\n"))
+	h.requireNoLoad(t)
+}
+
+// TestStreamConnectionIsReused pins a connection leak found in issue 13:
+// the relay stopped reading at [DONE], before the end of the chunked body,
+// so the gen worker's connection was closed and every stream dialled a new
+// one. The body is now read to its end and the connection pooled.
+func TestStreamConnectionIsReused(t *testing.T) {
+	stream := genStream(3, true)
+	gen := newFakeWorker(t, func(w http.ResponseWriter, body map[string]json.RawMessage) {
+		stream(w, body)
+		w.(http.Flusher).Flush()
+		time.Sleep(10 * time.Millisecond) // the body ends a little after [DONE]
+	})
+	h := newHarness(t, testConfig(), []*fakeWorker{newFakeWorker(t, ctxOK)}, []*fakeWorker{gen})
+	h.o.drainWait = time.Minute // a hang detector, not a timing
+	for range 4 {
+		_, out := h.run(testChatBody(true, ""), nil)
+		require.True(t, strings.HasSuffix(out, "data: [DONE]\n\n"), out)
+	}
+	require.Len(t, gen.calls(), 4)
+	require.Equal(t, 1, gen.connections(), "each stream took a new connection")
+	h.requireNoLoad(t)
+}
+
 // panicWriter panics on the first write: a bug in the relay path.
 type panicWriter struct{}
 

@@ -104,7 +104,7 @@ func (o *Orchestrator) contextPhase(f *flight, in protocol.Input) (protocol.Cont
 	rep, err := o.up.post(f.ctx, ep.URL, req.Endpoint.Path(), r, req.ID, start.Add(o.cfg.ContextTimeout))
 	o.observe(ep, rep.status, err)
 	f.ctxDur = o.now().Sub(start)
-	o.metrics.phase.WithLabelValues(phaseContext).Observe(f.ctxDur.Seconds())
+	o.metrics.phaseCtx.Observe(f.ctxDur.Seconds())
 	if err != nil {
 		return protocol.Context{}, callFailed(phaseContext, ep, err)
 	}

@@ -57,11 +57,12 @@ type relay struct {
 // streamLimits bound a relayed stream (see Config).
 type streamLimits struct {
 	firstEvent, ping, idle, total time.Duration
+	drain                         time.Duration // see relay.drain
 }
 
 func (o *Orchestrator) streamLimits() streamLimits {
 	return streamLimits{firstEvent: o.cfg.FirstEventTimeout, ping: o.cfg.PingInterval, idle: o.cfg.StreamIdleTimeout,
-		total: o.cfg.StreamTotalTimeout}
+		total: o.cfg.StreamTotalTimeout, drain: o.drainWait}
 }
 
 func newRelay(f *flight, st *stream, c *protocol.Context, lim streamLimits, start time.Time) *relay {
@@ -165,41 +166,112 @@ func (rl *relay) loop(w *bufio.Writer) (int, error) {
 	if err := rl.emit(w, rl.first.data, rl.firstChunk); err != nil {
 		return rl.halt(w, err)
 	}
+	if err := rl.flushUnlessPending(w); err != nil {
+		return rl.halt(w, err)
+	}
+	// One timer stands for the ping, idle and total limits: it fires at the
+	// earliest of their deadlines, as of when it was last set, and is not
+	// touched per event; when it fires, the deadlines are checked against
+	// the events since. A select over fewer channels costs less per event.
 	now := rl.f.now
-	ping := time.NewTicker(rl.lim.ping)
-	defer ping.Stop()
-	idle := time.NewTimer(rl.lim.idle)
-	defer idle.Stop()
 	lastWrite := now()
-	total := time.NewTimer(rl.lim.total - lastWrite.Sub(rl.start))
-	defer total.Stop()
+	lastEvent, endBy := lastWrite, rl.start.Add(rl.lim.total)
+	next := func(t time.Time) time.Duration {
+		return min(lastWrite.Add(rl.lim.ping).Sub(t), lastEvent.Add(rl.lim.idle).Sub(t), endBy.Sub(t))
+	}
+	timer := time.NewTimer(next(lastWrite))
+	defer timer.Stop()
 	for {
 		select {
 		case <-rl.f.ctx.Done():
 			return statusClientClosed, errClientGone
 		case ev := <-rl.events:
-			if ev.err != nil || openai.IsDone(ev.data) {
+			if ev.err != nil {
 				return rl.end(w, ev.err)
+			}
+			if openai.IsDone(ev.data) {
+				status, err := rl.end(w, nil)
+				rl.drain()
+				return status, err
 			}
 			if err := rl.forward(w, ev.data); err != nil {
 				return rl.halt(w, err)
 			}
-			lastWrite = now()
-			idle.Reset(rl.lim.idle)
-		case <-ping.C:
-			if now().Sub(lastWrite) < rl.lim.ping {
-				continue
-			}
-			if openai.WriteComment(w, "ping") != nil || w.Flush() != nil {
-				return statusClientClosed, errClientGone
+			if err := rl.flushUnlessPending(w); err != nil {
+				return rl.halt(w, err)
 			}
 			lastWrite = now()
-		case <-idle.C:
-			return rl.failStream(w, errStreamIdle)
-		case <-total.C:
-			return rl.failStream(w, errStreamTooLong)
+			lastEvent = lastWrite
+		case <-timer.C:
+			t := now()
+			switch {
+			case !t.Before(endBy):
+				return rl.failStream(w, errStreamTooLong)
+			case t.Sub(lastEvent) >= rl.lim.idle:
+				return rl.failStream(w, errStreamIdle)
+			case t.Sub(lastWrite) >= rl.lim.ping:
+				if openai.WriteComment(w, "ping") != nil || w.Flush() != nil {
+					return statusClientClosed, errClientGone
+				}
+				lastWrite = t
+			}
+			timer.Reset(next(t))
 		}
 	}
+}
+
+// defaultDrainWait bounds how long drain waits for the end of a worker's
+// body after its [DONE].
+const defaultDrainWait = 100 * time.Millisecond
+
+// drain reads the worker's body to its end after [DONE], which the client
+// already has, so that the connection goes back to the pool: a body left
+// unread must be closed, and every streamed request would then dial a new
+// connection to its gen worker (measured: a dial per request, about a
+// tenth of duet's CPU per stream, and a socket in TIME_WAIT each). The
+// engines end the body right after [DONE] (the last chunk of a chunked
+// response), so the end is usually already read. Events after [DONE] are
+// ignored; a body that does not end within lim.drain is closed as before.
+func (rl *relay) drain() {
+	var timeout <-chan time.Time
+	for {
+		select {
+		case ev := <-rl.events:
+			if ev.err != nil {
+				return
+			}
+			continue
+		default:
+		}
+		if timeout == nil {
+			t := time.NewTimer(rl.lim.drain)
+			defer t.Stop()
+			timeout = t.C
+		}
+		select {
+		case ev := <-rl.events:
+			if ev.err != nil {
+				return
+			}
+		case <-timeout:
+			return
+		case <-rl.f.ctx.Done():
+			return
+		}
+	}
+}
+
+// flushUnlessPending sends what was written to the client unless another
+// event is already waiting: events that arrive together leave in one
+// write, and none waits for a later one.
+func (rl *relay) flushUnlessPending(w *bufio.Writer) error {
+	if len(rl.events) > 0 {
+		return nil
+	}
+	if w.Flush() != nil {
+		return errClientWrite
+	}
+	return nil
 }
 
 // halt ends the relay after forward failed: the client is gone, or the
@@ -279,7 +351,7 @@ func (rl *relay) forward(w *bufio.Writer, data []byte) error {
 	return rl.emit(w, data, c)
 }
 
-// emit writes one event read into c (see forward).
+// emit writes one event read into c (see forward), unflushed.
 func (rl *relay) emit(w *bufio.Writer, data []byte, c chunk) error {
 	if c.isError {
 		e := eventError(data)
@@ -301,7 +373,7 @@ func (rl *relay) emit(w *bufio.Writer, data []byte, c chunk) error {
 	}
 	rl.f.events++
 	rl.f.bytes += len(data)
-	if openai.WriteEvent(w, data) != nil || w.Flush() != nil {
+	if openai.WriteEvent(w, data) != nil {
 		return errClientWrite
 	}
 	return nil

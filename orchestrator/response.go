@@ -60,7 +60,8 @@ type Response struct {
 // Streaming reports whether the body is an SSE stream to Relay.
 func (r *Response) Streaming() bool { return r.relay != nil || r.events != nil }
 
-// Relay writes the SSE stream to w, flushing after every event, until the
+// Relay writes the SSE stream to w, flushing whenever no further event is
+// waiting (events that arrived together leave in one write), until the
 // stream ends, fails (an error event then [DONE] is written), or the
 // client is gone (the upstream call is cancelled). It ends the request.
 func (r *Response) Relay(w *bufio.Writer) {

@@ -15,6 +15,8 @@
 # usage: scripts/bench-relay.sh [runs=3] [seconds=5]
 # env:   PROTOCOL=vllm|trtllm|sglang (vllm)  CONNS=64  STREAM_TOKENS=32
 #        RELAY_CPU=N pins the relays (nginx, duet) to core N and wrk and the sims to the other cores
+#        BASELINE=path/to/duet adds base-1 and base-pd: the same two duet targets run by another
+#          build (for before/after in one run: git worktree add /tmp/before <rev> && make -C /tmp/before build)
 # needs: wrk and nginx (apt-get install wrk nginx-light), curl
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,6 +26,7 @@ PROTOCOL=${PROTOCOL:-vllm}
 CONNS=${CONNS:-64}
 STREAM_TOKENS=${STREAM_TOKENS:-32}
 RELAY_CPU=${RELAY_CPU:-}
+BASELINE=${BASELINE:-}
 for tool in wrk nginx curl; do
   command -v "$tool" >/dev/null || { echo "$tool is not installed (apt-get install wrk nginx-light curl)" >&2; exit 1; }
 done
@@ -84,9 +87,18 @@ duet_cfg 18001 http://127.0.0.1:18102 http://127.0.0.1:18101 1000000
 duet_cfg 18002 http://127.0.0.1:18102 http://127.0.0.1:18103 0
 start "${RELAY_PIN[@]}" ./bin/duet serve --config "$WORK/duet-18001.yaml"; DUET1=$!
 start "${RELAY_PIN[@]}" ./bin/duet serve --config "$WORK/duet-18002.yaml"; DUET2=$!
-wait_up http://127.0.0.1:18180/health
-wait_up http://127.0.0.1:18001/health
-wait_up http://127.0.0.1:18002/health
+declare -A URL=([direct]=http://127.0.0.1:18101 [nginx]=http://127.0.0.1:18180 [duet-1]=http://127.0.0.1:18001 [duet-pd]=http://127.0.0.1:18002)
+declare -A PID=([nginx]=$NGINX_PID [duet-1]=$DUET1 [duet-pd]=$DUET2)
+TARGETS=(direct nginx duet-1 duet-pd)
+if [ -n "$BASELINE" ]; then
+  duet_cfg 18003 http://127.0.0.1:18102 http://127.0.0.1:18101 1000000
+  duet_cfg 18004 http://127.0.0.1:18102 http://127.0.0.1:18103 0
+  start "${RELAY_PIN[@]}" "$BASELINE" serve --config "$WORK/duet-18003.yaml"; PID[base-1]=$!
+  start "${RELAY_PIN[@]}" "$BASELINE" serve --config "$WORK/duet-18004.yaml"; PID[base-pd]=$!
+  URL[base-1]=http://127.0.0.1:18003 URL[base-pd]=http://127.0.0.1:18004
+  TARGETS+=(base-1 base-pd)
+fi
+for t in "${TARGETS[@]}"; do wait_up "${URL[$t]}/health"; done
 
 MESSAGES='"messages":[{"role":"system","content":"You are a helpful assistant."},{"role":"user","content":"Summarise the plot of a short story about a lighthouse keeper in two sentences."}]'
 BODY_chat='{"model":"meta-llama/Llama-3.1-8B-Instruct","max_tokens":8,"ignore_eos":true,'"$MESSAGES"'}'
@@ -122,9 +134,6 @@ events() {
   curl -sf -N -H 'Content-Type: application/json' -d "$BODY_stream" "$1/v1/chat/completions" | grep -c '^data:'
 }
 
-declare -A URL=([direct]=http://127.0.0.1:18101 [nginx]=http://127.0.0.1:18180 [duet-1]=http://127.0.0.1:18001 [duet-pd]=http://127.0.0.1:18002)
-declare -A PID=([nginx]=$NGINX_PID [duet-1]=$DUET1 [duet-pd]=$DUET2)
-TARGETS=(direct nginx duet-1 duet-pd)
 declare -A EVENTS
 for t in "${TARGETS[@]}"; do
   EVENTS[$t]=$(events "${URL[$t]}")

@@ -51,11 +51,11 @@ type merger struct {
 	// pieces of 4,351 and 7,647 bytes, and sizing for each in turn
 	// allocated the scratch twice.
 	scratchLen int
-	parts    []part
-	spans    []span
-	tree     []uint64
-	dirty    []int32 // leaves a sweep rewrote since the tree was last updated
-	nodes    []int32 // updateLevels' scratch: tree nodes
+	parts      []part
+	spans      []span
+	tree       []uint64
+	dirty      []int32 // leaves a sweep rewrote since the tree was last updated
+	nodes      []int32 // updateLevels' scratch: tree nodes
 	// ops counts rank look-ups and tournament steps: the cost model the
 	// tests bound.
 	ops int

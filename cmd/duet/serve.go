@@ -73,7 +73,12 @@ func runServe(ctx context.Context, cfg Config, log *zap.Logger) error {
 	queueDone := make(chan struct{})
 	go func() { defer close(queueDone); q.Run(syncCtx) }()
 	defer func() { cancelSync(); <-queueDone }()
-	srv, err := buildFrontend(cfg, log, tok, reg, q, admin{fleet: fleet, sync: ps})
+	access, stopAccess, err := newAccessLogger(cfg.Log)
+	if err != nil {
+		return err
+	}
+	defer stopAccess()
+	srv, err := buildFrontend(cfg, log, access, tok, reg, q, admin{fleet: fleet, sync: ps})
 	if err != nil {
 		return err
 	}
@@ -93,7 +98,7 @@ func listen(cfg frontend.Config) (net.Listener, error) {
 	return ln, nil
 }
 
-func buildFrontend(cfg Config, log *zap.Logger, tok *tokenizer.Tokenizer, reg *prometheus.Registry, q *queue.Queue,
+func buildFrontend(cfg Config, log, access *zap.Logger, tok *tokenizer.Tokenizer, reg *prometheus.Registry, q *queue.Queue,
 	a admin) (*frontend.Server, error) {
 	pool := a.sync.pool
 	rt, err := router.New(pool, cfg.Router, nil)
@@ -103,7 +108,7 @@ func buildFrontend(cfg Config, log *zap.Logger, tok *tokenizer.Tokenizer, reg *p
 	ocfg := cfg.Orchestrator
 	ocfg.Models = servedModels(cfg)
 	orch, err := orchestrator.New(orchestrator.Options{Config: ocfg, Router: rt, Tokenizer: tok, Log: log,
-		AccessLog: log.Named("access"), Registry: reg, Queue: q})
+		AccessLog: access, Registry: reg, Queue: q})
 	if err != nil {
 		return nil, err
 	}

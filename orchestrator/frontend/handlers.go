@@ -111,10 +111,7 @@ func (s *Server) stream(ctx *fasthttp.RequestCtx, resp *orchestrator.Response, s
 	if !ctx.Request.Header.IsHTTP11() {
 		s.relayClosing(ctx, resp, stopWatch)
 	} else {
-		ctx.SetBodyStreamWriter(func(w *bufio.Writer) {
-			defer stopWatch()
-			resp.Relay(w)
-		})
+		ctx.SetBodyStream(&eventStream{resp: resp, stopWatch: stopWatch}, -1)
 	}
 	relayed = true
 }
@@ -125,7 +122,7 @@ func (s *Server) stream(ctx *fasthttp.RequestCtx, resp *orchestrator.Response, s
 const hijackStartTimeout = 10 * time.Second
 
 // relayClosing streams resp to an HTTP/1.0 client, which must not get
-// Transfer-Encoding: chunked (fasthttp chunks every stream-writer body): the
+// Transfer-Encoding: chunked (fasthttp chunks every streamed body): the
 // body is delimited by closing the connection. The connection is hijacked
 // after the handler returns; duet writes the headers and relays the events
 // on it, and fasthttp closes it afterwards. The relay leaves fasthttp's

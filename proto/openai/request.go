@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"unicode/utf8"
 )
 
 // ChatRequest is a POST /v1/chat/completions body. Only the fields duet reads
@@ -87,7 +88,7 @@ func (s *Stop) UnmarshalJSON(b []byte) error {
 	}
 	if len(b) > 0 && b[0] == '"' {
 		var one string
-		if err := json.Unmarshal(b, &one); err != nil {
+		if err := unquote(b, &one); err != nil {
 			return err
 		}
 		*s = Stop{one}
@@ -154,7 +155,7 @@ func (p *Prompt) UnmarshalJSON(b []byte) error {
 		return nil
 	case len(b) > 0 && b[0] == '"':
 		p.Kind = PromptText
-		return json.Unmarshal(b, &p.Text)
+		return unquote(b, &p.Text)
 	case len(b) > 1 && b[0] == '[':
 		return p.unmarshalArray(b)
 	}
@@ -200,3 +201,29 @@ func (p Prompt) MarshalJSON() ([]byte, error) {
 }
 
 func isNull(b []byte) bool { return bytes.Equal(bytes.TrimSpace(b), []byte("null")) }
+
+// unquote sets *s to the string literal b spells, as json.Unmarshal does.
+// An UnmarshalJSON method gets a literal the decoder already validated,
+// so one without escapes in valid UTF-8 is its bytes between the quotes:
+// most message contents take that path, which spares a second validating
+// decode per message (issue 13: relay CPU). Anything else, including a
+// literal that is not valid, goes to json.Unmarshal.
+func unquote(b []byte, s *string) error {
+	if len(b) >= 2 && b[0] == '"' && b[len(b)-1] == '"' && plain(b[1:len(b)-1]) {
+		*s = string(b[1 : len(b)-1])
+		return nil
+	}
+	return json.Unmarshal(b, s)
+}
+
+// plain reports whether b is the inside of a JSON string literal that
+// needs no unescaping: valid UTF-8 without quotes, backslashes or control
+// characters.
+func plain(b []byte) bool {
+	for _, c := range b {
+		if c < 0x20 || c == '"' || c == '\\' {
+			return false
+		}
+	}
+	return utf8.Valid(b)
+}

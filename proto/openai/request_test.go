@@ -100,3 +100,20 @@ func TestErrorBodyShape(t *testing.T) {
 	require.Equal(t, ErrTypeRateLimit, TypeForStatus(429))
 	require.Equal(t, ErrTypeServer, TypeForStatus(502))
 }
+
+// TestUnquoteMatchesEncodingJSON: the fast path of unquote reads a literal
+// as encoding/json does, and leaves everything else to it.
+func TestUnquoteMatchesEncodingJSON(t *testing.T) {
+	for _, lit := range []string{`""`, `"plain text"`, `"caf\u00e9"`, "\"caf\xc3\xa9\"", "\"\xff\xfe\"", `"a\"b"`, `"a\\b"`,
+		"\"tab\there\"", `"\n"`, `"x`, `x"`, `"`, `"a"b"`, `"\ud83d\ude00"`, "\"\xed\xa0\x80\""} {
+		var want, got string
+		wantErr := json.Unmarshal([]byte(lit), &want)
+		err := unquote([]byte(lit), &got)
+		if wantErr != nil {
+			require.Error(t, err, "%q", lit)
+			continue
+		}
+		require.NoError(t, err, "%q", lit)
+		require.Equal(t, want, got, "%q", lit)
+	}
+}

@@ -64,10 +64,9 @@ func (*Adapter) ContextRequest(in protocol.Input) (protocol.Request, error) {
 		return protocol.Request{}, err
 	}
 	body.Delete(keyNVExt)
-	params := wire.Object{
-		keyRequestType:     wire.String(disagg.RequestContextOnly),
-		keyDisaggRequestID: wire.Uint(in.RequestID),
-	}
+	var params wire.Object
+	params.Set(keyRequestType, wire.String(disagg.RequestContextOnly))
+	params.Set(keyDisaggRequestID, wire.Uint(in.RequestID))
 	if in.ConversationID != "" {
 		params.Set(keyConversationID, wire.String(in.ConversationID))
 	}
@@ -110,7 +109,7 @@ func (*Adapter) ParseContextResponse(in protocol.Input, body []byte) (protocol.C
 	if err != nil {
 		return protocol.Context{}, bad("disaggregated_params is not an object")
 	}
-	if wire.IsNull(params[keyCtxRequestID]) {
+	if wire.IsNull(params.Get(keyCtxRequestID)) {
 		return protocol.Context{}, bad("disaggregated_params has no ctx_request_id")
 	}
 	ctx.Handle = p.ChoiceParams
@@ -148,8 +147,8 @@ func (*Adapter) GenerationRequest(in protocol.Input, ctx protocol.Context) (prot
 	}
 	params.Set(keyRequestType, wire.String(disagg.RequestGenerationOnly))
 	params.Set(keyDisaggRequestID, wire.Uint(in.RequestID))
-	setOrDelete(params, keyConversationID, in.ConversationID != "", wire.String(in.ConversationID))
-	setOrDelete(params, keyCtxUsage, !wire.IsNull(ctx.Usage), ctx.Usage)
+	setOrDelete(&params, keyConversationID, in.ConversationID != "", wire.String(in.ConversationID))
+	setOrDelete(&params, keyCtxUsage, !wire.IsNull(ctx.Usage), ctx.Usage)
 	body.Set(disagg.FieldDisaggregatedParams, params.Encode())
 	if !wire.IsNull(ctx.PromptTokenIDs) {
 		key := keyPromptTokenIDs
@@ -162,7 +161,7 @@ func (*Adapter) GenerationRequest(in protocol.Input, ctx protocol.Context) (prot
 }
 
 // setOrDelete sets key to raw when set is true, else removes it.
-func setOrDelete(o wire.Object, key string, set bool, raw []byte) {
+func setOrDelete(o *wire.Object, key string, set bool, raw []byte) {
 	if set {
 		o.Set(key, raw)
 		return

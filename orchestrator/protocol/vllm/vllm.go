@@ -31,14 +31,15 @@ const (
 
 // prefillParams is the kv_transfer_params of a prefill request, encoded
 // once: the keys of disagg.KVTransferParams a prefill sets, in sorted order.
-var prefillParams = (wire.Object{
-	"do_remote_decode":  wire.True,
-	"do_remote_prefill": wire.False,
-	"remote_engine_id":  wire.Null,
-	"remote_block_ids":  wire.Null,
-	"remote_host":       wire.Null,
-	"remote_port":       wire.Null,
-}).Encode()
+var prefillParams = func() []byte {
+	var o wire.Object
+	o.Set("do_remote_decode", wire.True)
+	o.Set("do_remote_prefill", wire.False)
+	for _, k := range []string{"remote_engine_id", "remote_block_ids", "remote_host", "remote_port"} {
+		o.Set(k, wire.Null)
+	}
+	return o.Encode()
+}()
 
 // one is the JSON number 1.
 var one = wire.Int(1)

@@ -13,11 +13,11 @@ import (
 // wrap protocol.ErrBadInput and name adapter.
 func ClientBody(adapter string, in protocol.Input) (Object, error) {
 	if err := in.Validate(); err != nil {
-		return nil, fmt.Errorf("%s: %w", adapter, err)
+		return Object{}, fmt.Errorf("%s: %w", adapter, err)
 	}
 	body, err := DecodeObject(in.Body)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w: body: %w", adapter, protocol.ErrBadInput, err)
+		return Object{}, fmt.Errorf("%s: %w: body: %w", adapter, protocol.ErrBadInput, err)
 	}
 	body.Delete(disagg.InternalFields...)
 	return body, nil

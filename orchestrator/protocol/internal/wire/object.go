@@ -6,90 +6,142 @@ import (
 	"errors"
 	"slices"
 	"strconv"
+	"strings"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // Object is a JSON object whose values are kept as raw JSON. Decoding and
 // encoding it never turns a number into a float64 and never rewrites a
 // value, so 64-bit integers and fields duet does not know survive byte for
-// byte.
-type Object map[string]json.RawMessage
+// byte. The zero Object is empty and ready to use. Like a slice, copies of
+// an Object share its members: modify only one of them. An Object is not
+// safe for concurrent use if one of the users modifies it.
+type Object struct {
+	// members are sorted by key (byte order) and their keys are unique, so
+	// lookups are binary searches and Encode writes them as they are.
+	// Bodies have 5 to 30 keys: a slice costs one allocation where a map
+	// costs several.
+	members []member
+}
+
+// member is one key of an Object and its raw value.
+type member struct {
+	key   string
+	value json.RawMessage
+}
 
 // errNotObject is returned by DecodeObject for valid JSON that is not an
 // object.
 var errNotObject = errors.New("not a JSON object")
 
-// DecodeObject parses b, which must hold one JSON object. Keys are
-// unescaped as encoding/json does ("a\u0062" is the key "ab"), so a key
-// cannot hide from Delete behind an escape; of duplicate keys the last
-// wins. Values are the input's bytes, in one copy that does not alias b.
+// DecodeObject parses b, which must hold one JSON object; it accepts and
+// rejects exactly what json.Valid does, and invalid JSON gives
+// encoding/json's syntax error. Keys are unescaped as encoding/json does
+// ("a\u0062" is the key "ab"), so a key cannot hide from Delete behind an
+// escape; of duplicate keys the last wins. Values are the input's bytes,
+// in one copy that does not alias b.
 func DecodeObject(b []byte) (Object, error) {
-	if !json.Valid(b) {
+	return DecodeObjectNoCopy(bytes.Clone(b))
+}
+
+// DecodeObjectNoCopy is DecodeObject without the copy: the Object's values,
+// and its keys (strings over b's bytes), alias b, which must not be
+// modified while the Object or anything taken from it is in use. It is for
+// a rewrite finished within one call, such as an adapter decoding a body
+// it is given and encoding the result (Encode's result never aliases b).
+func DecodeObjectNoCopy(b []byte) (Object, error) {
+	var stack [32]member // most bodies fit: then the Object costs one allocation
+	ms, ok := scanObject(b, stack[:0])
+	if !ok {
+		if json.Valid(b) {
+			return Object{}, errNotObject
+		}
 		var v any
-		return nil, json.Unmarshal(b, &v) // the syntax error, with its offset
+		return Object{}, json.Unmarshal(b, &v) // the syntax error, with its offset
 	}
-	b = bytes.Clone(b)
-	i := skipSpace(b, 0)
-	if b[i] != '{' {
-		return nil, errNotObject
-	}
-	o := Object{}
-	i = skipSpace(b, i+1)
-	for b[i] != '}' {
-		end := endOfString(b, i)
-		key, err := unquote(b[i:end])
-		if err != nil {
-			return nil, err
+	// Of equal keys the stable sort keeps input order, so the last of each
+	// run is the one that wins.
+	slices.SortStableFunc(ms, compareMembers)
+	members := make([]member, 0, len(ms)+spareMembers)
+	for i, m := range ms {
+		if i+1 < len(ms) && ms[i+1].key == m.key {
+			continue
 		}
-		i = skipSpace(b, end)
-		i = skipSpace(b, i+1) // past ':'
-		end = endOfValue(b, i)
-		o[key] = b[i:end:end]
-		i = skipSpace(b, end)
-		if b[i] == ',' {
-			i = skipSpace(b, i+1)
-		}
+		members = append(members, m)
 	}
-	return o, nil
+	return Object{members: members}, nil
+}
+
+// spareMembers is the room an Object gets for Sets of new keys beyond its
+// decoded ones, so that an adapter's few Sets do not reallocate.
+const spareMembers = 4
+
+// compareMembers orders members by key.
+func compareMembers(a, b member) int { return strings.Compare(a.key, b.key) }
+
+// find returns the index of key, or where it would be inserted.
+func (o *Object) find(key string) (int, bool) {
+	return slices.BinarySearchFunc(o.members, key, func(m member, key string) int {
+		return strings.Compare(m.key, key)
+	})
 }
 
 // Has reports whether key is present, whatever its value (null included).
-func (o Object) Has(key string) bool {
-	_, ok := o[key]
+func (o *Object) Has(key string) bool {
+	_, ok := o.find(key)
 	return ok
 }
 
+// Get returns the value of key, nil when it is absent.
+func (o *Object) Get(key string) json.RawMessage {
+	if i, ok := o.find(key); ok {
+		return o.members[i].value
+	}
+	return nil
+}
+
 // Set sets key to raw, which must be valid JSON (Encode does not check
-// it); nil is written as null.
-func (o Object) Set(key string, raw json.RawMessage) { o[key] = raw }
+// it); nil is written as null. The Object keeps raw, not a copy.
+func (o *Object) Set(key string, raw json.RawMessage) {
+	i, ok := o.find(key)
+	if ok {
+		o.members[i].value = raw
+		return
+	}
+	if len(o.members) == cap(o.members) {
+		o.members = slices.Grow(o.members, spareMembers)
+	}
+	o.members = slices.Insert(o.members, i, member{key: key, value: raw})
+}
 
 // Delete removes keys; absent keys are ignored.
-func (o Object) Delete(keys ...string) {
+func (o *Object) Delete(keys ...string) {
 	for _, k := range keys {
-		delete(o, k)
+		if i, ok := o.find(k); ok {
+			o.members = slices.Delete(o.members, i, i+1)
+		}
 	}
 }
 
 // Encode returns the object with its keys sorted, so the same object always
-// encodes to the same bytes, and its values written as they are.
-func (o Object) Encode() []byte {
-	keys := make([]string, 0, len(o))
+// encodes to the same bytes, and its values written as they are. The
+// result is newly allocated.
+func (o *Object) Encode() []byte {
 	n := 2
-	for k, v := range o {
-		keys = append(keys, k)
-		n += len(k) + len(v) + 8
+	for _, m := range o.members {
+		n += len(m.key) + len(m.value) + 8 // quotes, colon, comma; null for nil
 	}
-	slices.Sort(keys)
 	b := make([]byte, 0, n)
 	b = append(b, '{')
-	for i, k := range keys {
+	for i, m := range o.members {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = appendString(b, k)
+		b = appendString(b, m.key)
 		b = append(b, ':')
-		if v := o[k]; len(v) > 0 {
-			b = append(b, v...)
+		if len(m.value) > 0 {
+			b = append(b, m.value...)
 		} else {
 			b = append(b, Null...)
 		}
@@ -137,8 +189,13 @@ func first(b []byte) byte {
 	return 0
 }
 
-// The scanning helpers below run on input json.Valid accepted, so they
-// need not check for malformed or truncated input.
+// The scanners below validate as they go, as json.Valid does (the fuzz
+// test holds them to it): each returns the index just past what it
+// scanned, or -1 where b is not valid JSON.
+
+// maxDepth is encoding/json's nesting limit: json.Valid rejects input
+// with more containers open at once.
+const maxDepth = 10000
 
 // skipSpace returns the index of the first non-space byte at or after i.
 func skipSpace(b []byte, i int) int {
@@ -148,66 +205,246 @@ func skipSpace(b []byte, i int) int {
 	return i
 }
 
-// endOfString returns the index just past the string starting at b[i]=='"'.
-func endOfString(b []byte, i int) int {
-	for i++; ; i++ {
+// scanObject scans b, which must be one JSON object and nothing else but
+// space, and appends its members to ms in input order, duplicates
+// included; ok is false if b is not a valid object.
+func scanObject(b []byte, ms []member) (_ []member, ok bool) {
+	i := skipSpace(b, 0)
+	if i == len(b) || b[i] != '{' {
+		return ms, false
+	}
+	if i = skipSpace(b, i+1); i < len(b) && b[i] == '}' {
+		return ms, skipSpace(b, i+1) == len(b)
+	}
+	for {
+		if i == len(b) || b[i] != '"' {
+			return ms, false
+		}
+		end := scanString(b, i)
+		if end < 0 {
+			return ms, false
+		}
+		key := keyOf(b[i:end])
+		if i = skipColon(b, end); i < 0 {
+			return ms, false
+		}
+		if end = scanValue(b, i, 1); end < 0 {
+			return ms, false
+		}
+		ms = append(ms, member{key: key, value: b[i:end:end]})
+		if i = skipSpace(b, end); i == len(b) {
+			return ms, false
+		}
 		switch b[i] {
-		case '\\':
-			i++
-		case '"':
-			return i + 1
+		case ',':
+			i = skipSpace(b, i+1)
+		case '}':
+			return ms, skipSpace(b, i+1) == len(b)
+		default:
+			return ms, false
 		}
 	}
 }
 
-// structural marks the bytes endOfValue stops at inside a container.
-var structural = [256]bool{'"': true, '{': true, '[': true, '}': true, ']': true}
+// keyOf returns the key that lit, a valid string literal, spells. Without
+// escapes and in valid UTF-8 it is a string over lit's bytes, which must
+// not change while it is in use (see DecodeObjectNoCopy); otherwise it is
+// unescaped as encoding/json does, invalid UTF-8 becoming U+FFFD.
+func keyOf(lit []byte) string {
+	s := lit[1 : len(lit)-1]
+	if bytes.IndexByte(s, '\\') < 0 && utf8.Valid(s) {
+		return unsafe.String(unsafe.SliceData(s), len(s))
+	}
+	var k string
+	_ = json.Unmarshal(lit, &k) // cannot fail: scanString accepted lit
+	return k
+}
 
-// endOfValue returns the index just past the value starting at b[i].
-func endOfValue(b []byte, i int) int {
-	switch b[i] {
-	case '"':
-		return endOfString(b, i)
-	case '{', '[':
-		depth := 0
-		for {
-			for !structural[b[i]] {
+// skipColon skips the space, colon and space after an object key ending
+// at b[i].
+func skipColon(b []byte, i int) int {
+	if i = skipSpace(b, i); i == len(b) || b[i] != ':' {
+		return -1
+	}
+	return skipSpace(b, i+1)
+}
+
+// scanValue scans the value at b[i], which is inside depth open
+// containers. It loops rather than recursing, keeping whether each
+// container it opened is an object on a stack of its own.
+func scanValue(b []byte, i, depth int) int {
+	var buf [32]bool
+	objects := buf[:0] // per container open in the value: is it an object
+	for {
+		if i == len(b) {
+			return -1
+		}
+		switch c := b[i]; c {
+		case '{', '[':
+			if depth+len(objects) == maxDepth {
+				return -1
+			}
+			objects = append(objects, c == '{')
+			if i = skipSpace(b, i+1); i < len(b) && b[i] == c+2 { // '}' and ']' are '{' and '[' plus 2
+				objects = objects[:len(objects)-1]
 				i++
+				break
 			}
-			switch b[i] {
-			case '"':
-				i = endOfString(b, i)
-				continue
-			case '{', '[':
-				depth++
-			case '}', ']':
-				depth--
-				if depth == 0 {
-					return i + 1
+			if c == '{' {
+				i = scanMemberKey(b, i)
+			}
+			if i < 0 {
+				return -1
+			}
+			continue // the first element
+		case '"':
+			i = scanString(b, i)
+		case 't':
+			i = scanLiteral(b, i, "true")
+		case 'f':
+			i = scanLiteral(b, i, "false")
+		case 'n':
+			i = scanLiteral(b, i, "null")
+		default:
+			i = scanNumber(b, i)
+		}
+		if i < 0 {
+			return -1
+		}
+		// A value ended: close containers until one has a next element.
+		for next := false; !next; {
+			if len(objects) == 0 {
+				return i
+			}
+			if i = skipSpace(b, i); i == len(b) {
+				return -1
+			}
+			object := objects[len(objects)-1]
+			switch {
+			case b[i] == ',':
+				i, next = skipSpace(b, i+1), true
+				if object {
+					if i = scanMemberKey(b, i); i < 0 {
+						return -1
+					}
 				}
+			case object && b[i] == '}', !object && b[i] == ']':
+				objects = objects[:len(objects)-1]
+				i++
+			default:
+				return -1
 			}
-			i++
 		}
 	}
-	for i < len(b) { // number, true, false, null
-		switch b[i] {
-		case ',', '}', ']', ' ', '\t', '\n', '\r':
-			return i
+}
+
+// scanMemberKey scans a key at b[i] and the colon after it, and returns
+// the index of the member's value.
+func scanMemberKey(b []byte, i int) int {
+	if i == len(b) || b[i] != '"' {
+		return -1
+	}
+	if i = scanString(b, i); i < 0 {
+		return -1
+	}
+	return skipColon(b, i)
+}
+
+// inString marks the bytes a string literal holds as they are: all but
+// control characters, the quote and the backslash. Like json.Valid,
+// scanString does not check UTF-8.
+var inString = func() (t [256]bool) {
+	for c := 0x20; c < len(t); c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
+
+// scanString scans the string literal at b[i]=='"'.
+func scanString(b []byte, i int) int {
+	for i++; i < len(b); {
+		if inString[b[i]] {
+			i++
+			continue
 		}
+		switch b[i] {
+		case '"':
+			return i + 1
+		case '\\':
+			if i+1 == len(b) {
+				return -1
+			}
+			switch b[i+1] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				i += 2
+			case 'u':
+				if len(b)-i < 6 {
+					return -1
+				}
+				for _, h := range b[i+2 : i+6] {
+					if !('0' <= h && h <= '9' || 'a' <= h && h <= 'f' || 'A' <= h && h <= 'F') {
+						return -1
+					}
+				}
+				i += 6
+			default:
+				return -1
+			}
+		default: // a control character
+			return -1
+		}
+	}
+	return -1
+}
+
+// scanNumber scans the number at b[i]: -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?
+func scanNumber(b []byte, i int) int {
+	if i < len(b) && b[i] == '-' {
+		i++
+	}
+	switch {
+	case i == len(b):
+		return -1
+	case b[i] == '0':
+		i++
+	case '1' <= b[i] && b[i] <= '9':
+		i = skipDigits(b, i+1)
+	default:
+		return -1
+	}
+	if i < len(b) && b[i] == '.' {
+		if i = skipDigits(b, i+1); b[i-1] == '.' {
+			return -1
+		}
+	}
+	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+		i++
+		if i < len(b) && (b[i] == '+' || b[i] == '-') {
+			i++
+		}
+		start := i
+		if i = skipDigits(b, i); i == start {
+			return -1
+		}
+	}
+	return i
+}
+
+// skipDigits returns the index of the first byte at or after i that is
+// not a decimal digit.
+func skipDigits(b []byte, i int) int {
+	for i < len(b) && '0' <= b[i] && b[i] <= '9' {
 		i++
 	}
 	return i
 }
 
-// unquote decodes a JSON string literal, quickly when it has no escapes;
-// like encoding/json it turns invalid UTF-8 into U+FFFD.
-func unquote(lit []byte) (string, error) {
-	if bytes.IndexByte(lit, '\\') < 0 && utf8.Valid(lit) {
-		return string(lit[1 : len(lit)-1]), nil
+// scanLiteral scans lit (true, false or null) at b[i].
+func scanLiteral(b []byte, i int, lit string) int {
+	if len(b)-i < len(lit) || string(b[i:i+len(lit)]) != lit {
+		return -1
 	}
-	var s string
-	err := json.Unmarshal(lit, &s)
-	return s, err
+	return i + len(lit)
 }
 
 // appendString appends s as a JSON string literal. Control characters,
@@ -236,5 +473,13 @@ func appendEscaped(b []byte, s string) []byte {
 	return append(b, bytes.TrimSuffix(buf.Bytes(), []byte("\n"))...)
 }
 
-// ValidObject reports whether raw is one valid JSON object.
-func ValidObject(raw json.RawMessage) bool { return IsObject(raw) && json.Valid(raw) }
+// ValidObject reports whether raw is one valid JSON object: json.Valid
+// accepts it and it is an object.
+func ValidObject(raw json.RawMessage) bool {
+	i := skipSpace(raw, 0)
+	if i == len(raw) || raw[i] != '{' {
+		return false
+	}
+	end := scanValue(raw, i, 0)
+	return end >= 0 && skipSpace(raw, end) == len(raw)
+}

@@ -105,11 +105,11 @@ func (*Adapter) ParseContextResponse(in protocol.Input, body []byte) (protocol.C
 	if p.ChoiceParams == nil {
 		return protocol.Context{}, bad(fmt.Sprintf("finish_reason %q without disaggregated_params", ctx.FinishReason))
 	}
-	params, err := wire.DecodeObject(p.ChoiceParams)
+	ctxRequestID, err := wire.Member(p.ChoiceParams, keyCtxRequestID)
 	if err != nil {
 		return protocol.Context{}, bad("disaggregated_params is not an object")
 	}
-	if wire.IsNull(params.Get(keyCtxRequestID)) {
+	if wire.IsNull(ctxRequestID) {
 		return protocol.Context{}, bad("disaggregated_params has no ctx_request_id")
 	}
 	ctx.Handle = p.ChoiceParams
@@ -141,7 +141,7 @@ func (*Adapter) GenerationRequest(in protocol.Input, ctx protocol.Context) (prot
 		return protocol.Request{}, err
 	}
 	body.Delete(keyNVExt)
-	params, err := wire.DecodeObject(ctx.Handle)
+	params, err := wire.DecodeObjectNoCopy(ctx.Handle) // encoded before return
 	if err != nil {
 		return protocol.Request{}, fmt.Errorf("%s: %w: handle: %w", Name, protocol.ErrBadInput, err)
 	}

@@ -52,13 +52,9 @@ func DecodeObject(b []byte) (Object, error) {
 // it is given and encoding the result (Encode's result never aliases b).
 func DecodeObjectNoCopy(b []byte) (Object, error) {
 	var stack [32]member // most bodies fit: then the Object costs one allocation
-	ms, ok := scanObject(b, stack[:0])
-	if !ok {
-		if json.Valid(b) {
-			return Object{}, errNotObject
-		}
-		var v any
-		return Object{}, json.Unmarshal(b, &v) // the syntax error, with its offset
+	ms, err := scanMembers(b, stack[:0])
+	if err != nil {
+		return Object{}, err
 	}
 	// Of equal keys the stable sort keeps input order, so the last of each
 	// run is the one that wins.
@@ -71,6 +67,51 @@ func DecodeObjectNoCopy(b []byte) (Object, error) {
 		members = append(members, m)
 	}
 	return Object{members: members}, nil
+}
+
+// members are the members of one object in input order, duplicates
+// included, as scanMembers read them: a read-only view that costs no
+// allocation when the caller's buffer holds them all.
+type members []member
+
+// scanMembers scans b, which must hold one JSON object (see DecodeObject
+// for what is accepted and the errors), and appends its members to buf.
+// Keys and values alias b.
+func scanMembers(b []byte, buf []member) (members, error) {
+	ms, ok := scanObject(b, buf)
+	if ok {
+		return ms, nil
+	}
+	if json.Valid(b) {
+		return nil, errNotObject
+	}
+	var v any
+	return nil, json.Unmarshal(b, &v) // the syntax error, with its offset
+}
+
+// get returns the value of key (the last of duplicates, as in
+// encoding/json), nil when absent. Objects read this way have a handful
+// of keys: a linear scan.
+func (ms members) get(key string) json.RawMessage {
+	for i := len(ms) - 1; i >= 0; i-- {
+		if ms[i].key == key {
+			return ms[i].value
+		}
+	}
+	return nil
+}
+
+// Member returns the value of key in the object raw (the last of
+// duplicates), nil when absent; raw must be a valid JSON object (see
+// DecodeObject). The value aliases raw. It allocates nothing for an object
+// of up to 16 members whose keys need no unescaping.
+func Member(raw json.RawMessage, key string) (json.RawMessage, error) {
+	var buf [16]member
+	ms, err := scanMembers(raw, buf[:0])
+	if err != nil {
+		return nil, err
+	}
+	return ms.get(key), nil
 }
 
 // spareMembers is the room an Object gets for Sets of new keys beyond its

@@ -44,7 +44,8 @@ func ParseContext(adapter string, ep protocol.Endpoint, body []byte) (Parsed, er
 	if err := openai.CheckDepth(body, openai.MaxWorkerDepth); err != nil {
 		return Parsed{}, bad(err, "not a response") // a stack per level in encoding/json
 	}
-	top, err := DecodeObjectNoCopy(body)
+	var buf [16]member // a ctx response has about ten keys
+	top, err := scanMembers(body, buf[:0])
 	switch {
 	case errors.Is(err, errNotObject):
 		return Parsed{}, bad(nil, "not a JSON object")
@@ -56,15 +57,15 @@ func ParseContext(adapter string, ep protocol.Endpoint, body []byte) (Parsed, er
 		key string
 		dst *string
 	}{{"id", &ctx.ResponseID}, {"model", &ctx.Model}} {
-		if *f.dst, err = decodeString(top.Get(f.key)); err != nil {
+		if *f.dst, err = decodeString(top.get(f.key)); err != nil {
 			return Parsed{}, bad(err, "%s", f.key)
 		}
 	}
-	if ctx.Created, err = decodeInt64(top.Get("created")); err != nil {
+	if ctx.Created, err = decodeInt64(top.get("created")); err != nil {
 		return Parsed{}, bad(err, "created")
 	}
 	var stack [2]json.RawMessage
-	choices, ok := arrayElements(top.Get("choices"), stack[:0])
+	choices, ok := arrayElements(top.get("choices"), stack[:0])
 	switch {
 	case !ok:
 		return Parsed{}, bad(errNotArray, "choices")
@@ -79,17 +80,17 @@ func ParseContext(adapter string, ep protocol.Endpoint, body []byte) (Parsed, er
 	if openai.IsFailureFinishReason(ctx.FinishReason) {
 		return Parsed{}, bad(nil, "finish_reason %q", ctx.FinishReason)
 	}
-	usage, err := decodeUsage(top.Get("usage"))
+	usage, err := decodeUsage(top.get("usage"))
 	if err != nil {
 		return Parsed{}, bad(err, "usage")
 	}
 	ctx.PromptTokens, ctx.CachedTokens, ctx.CompletionTokens = usage.PromptTokens, usage.CachedTokens(), usage.CompletionTokens
-	ids := nullToNil(top.Get("prompt_token_ids"))
+	ids := nullToNil(top.get("prompt_token_ids"))
 	if ids != nil && !IsArray(ids) {
 		return Parsed{}, bad(nil, "prompt_token_ids is not an array")
 	}
 	// The raw values leave in one copy of their own.
-	raws := cloneAll(ids, nullToNil(top.Get("usage")), c.params, nullToNil(top.Get("kv_transfer_params")))
+	raws := cloneAll(ids, nullToNil(top.get("usage")), c.params, nullToNil(top.get("kv_transfer_params")))
 	ctx.PromptTokenIDs, ctx.Usage = raws[0], raws[1]
 	return Parsed{Context: ctx, ChoiceParams: raws[2], KVTransferParams: raws[3]}, nil
 }
@@ -107,40 +108,40 @@ func readChoice(raw json.RawMessage, ep protocol.Endpoint) (choiceRead, error) {
 	if IsNull(raw) {
 		return choiceRead{}, nil
 	}
-	o, err := DecodeObjectNoCopy(raw)
+	var buf [16]member
+	o, err := scanMembers(raw, buf[:0])
 	if err != nil {
 		return choiceRead{}, err
 	}
 	var c choiceRead
-	if c.finishReason, err = decodeString(o.Get("finish_reason")); err != nil {
+	if c.finishReason, err = decodeString(o.get("finish_reason")); err != nil {
 		return choiceRead{}, fmt.Errorf("finish_reason: %w", err)
 	}
-	if c.text, err = choiceText(&o, ep); err != nil {
+	if c.text, err = choiceText(o, ep); err != nil {
 		return choiceRead{}, err
 	}
-	c.params = nullToNil(o.Get("disaggregated_params"))
+	c.params = nullToNil(o.get("disaggregated_params"))
 	return c, nil
 }
 
 // choiceText returns a choice's output text: message.content for chat
 // (string, null, or content parts joined), text for completions.
-func choiceText(o *Object, ep protocol.Endpoint) (string, error) {
+func choiceText(o members, ep protocol.Endpoint) (string, error) {
 	if ep != protocol.EndpointChat {
-		text, err := decodeString(o.Get("text"))
+		text, err := decodeString(o.get("text"))
 		if err != nil {
 			return "", fmt.Errorf("text: %w", err)
 		}
 		return text, nil
 	}
-	msg := o.Get("message")
+	msg := o.get("message")
 	if IsNull(msg) {
 		return "", nil
 	}
-	m, err := DecodeObjectNoCopy(msg)
+	content, err := Member(msg, "content")
 	if err != nil {
 		return "", fmt.Errorf("message: %w", err)
 	}
-	content := m.Get("content")
 	if IsArray(content) { // content parts: rare in a one-token answer
 		var c openai.Content
 		if err := json.Unmarshal(content, &c); err != nil {
@@ -162,7 +163,8 @@ func decodeUsage(raw json.RawMessage) (*openai.Usage, error) {
 	if IsNull(raw) {
 		return u, nil
 	}
-	o, err := DecodeObjectNoCopy(raw)
+	var buf [16]member
+	o, err := scanMembers(raw, buf[:0])
 	if err != nil {
 		return nil, err
 	}
@@ -170,19 +172,19 @@ func decodeUsage(raw json.RawMessage) (*openai.Usage, error) {
 		key string
 		dst *int
 	}{{"prompt_tokens", &u.PromptTokens}, {"completion_tokens", &u.CompletionTokens}, {"total_tokens", &u.TotalTokens}} {
-		if *f.dst, err = decodeInt(o.Get(f.key)); err != nil {
+		if *f.dst, err = decodeInt(o.get(f.key)); err != nil {
 			return nil, fmt.Errorf("%s: %w", f.key, err)
 		}
 	}
-	details := o.Get("prompt_tokens_details")
+	details := o.get("prompt_tokens_details")
 	if IsNull(details) {
 		return u, nil
 	}
-	d, err := DecodeObjectNoCopy(details)
+	rawCached, err := Member(details, "cached_tokens")
 	if err != nil {
 		return nil, fmt.Errorf("prompt_tokens_details: %w", err)
 	}
-	cached, err := decodeInt(d.Get("cached_tokens"))
+	cached, err := decodeInt(rawCached)
 	if err != nil {
 		return nil, fmt.Errorf("prompt_tokens_details.cached_tokens: %w", err)
 	}

@@ -22,6 +22,7 @@ import (
 // loadgen.Config.
 type benchFlags struct {
 	cfg         loadgen.Config
+	urls        []string
 	headers     []string
 	extras      []string
 	timeoutSecs float64
@@ -79,7 +80,8 @@ func defineBenchFlags(fs *pflag.FlagSet, f *benchFlags) {
 	// Endpoint.
 	fs.StringVarP(&c.Model, "model", "m", "", "model name sent in every request (required)")
 	alias("model-names", func(n string) { fs.StringVar(&c.Model, n, "", "") })
-	fs.StringVarP(&c.URL, "url", "u", c.URL, "server base URL (http:// is added when missing)")
+	fs.StringArrayVarP(&f.urls, "url", "u", nil, "server base URL, http:// added when missing (repeatable or comma-separated; default http://localhost:8000)")
+	fs.StringVar(&c.URLStrategy, "url-strategy", c.URLStrategy, "with several --url: round_robin (each session on the next URL, as aiperf) or turn_round_robin (each request on the next URL)")
 	fs.StringVar(&c.EndpointType, "endpoint-type", c.EndpointType, "chat or completions")
 	fs.StringVar(&c.CustomEndpoint, "endpoint", "", "request path (default /v1/chat/completions or /v1/completions)")
 	alias("custom-endpoint", func(n string) { fs.StringVar(&c.CustomEndpoint, n, "", "") })
@@ -154,6 +156,12 @@ func defineBenchFlags(fs *pflag.FlagSet, f *benchFlags) {
 // config finishes the flags into a loadgen.Config.
 func (f *benchFlags) config(fs *pflag.FlagSet) (loadgen.Config, error) {
 	c := f.cfg
+	if len(f.urls) > 0 {
+		c.URLs = nil
+		for _, u := range f.urls {
+			c.URLs = append(c.URLs, strings.Split(u, ",")...)
+		}
+	}
 	for _, h := range f.headers {
 		hs, err := loadgen.ParseHeaders(h)
 		if err != nil {
@@ -202,7 +210,7 @@ func runBench(cmd *cobra.Command, f *benchFlags) error {
 	if !f.noProgress {
 		opts.Progress, opts.ProgressTTY = stderr, isTerminal(stderr)
 	}
-	fmt.Fprintf(stderr, "duet bench: %s %s against %s\n", cfg.Model, cfg.EndpointType, cfg.URL)
+	fmt.Fprintf(stderr, "duet bench: %s %s against %s\n", cfg.Model, cfg.EndpointType, strings.Join(cfg.URLs, ", "))
 	res, err := loadgen.Run(ctx, cfg, opts)
 	stop() // a second Ctrl-C while the exports are written kills the process
 	if err != nil {

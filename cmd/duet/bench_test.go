@@ -26,7 +26,7 @@ func TestBenchFlagsTakeAiperfSpellings(t *testing.T) {
 		"--benchmark-duration", "1.5", "--request-timeout-seconds", "9", "--random-seed", "0")
 	require.NoError(t, err)
 	require.Equal(t, "m", cfg.Model)
-	require.Equal(t, "host:9", cfg.URL)
+	require.Equal(t, []string{"host:9"}, cfg.URLs)
 	require.Equal(t, 7, cfg.NumSessions)
 	require.Equal(t, 4.0, cfg.TurnsMean)
 	require.Equal(t, 250.0, cfg.TurnDelayMean)
@@ -61,4 +61,19 @@ func TestDefaultArtifactDir(t *testing.T) {
 	require.Equal(t, "artifacts/meta-llama_Llama-3.1-8B-Instruct-openai-chat-concurrency8", defaultArtifactDir(c))
 	c.RequestRate = 2.5
 	require.Equal(t, "artifacts/meta-llama_Llama-3.1-8B-Instruct-openai-chat-request_rate2.5", defaultArtifactDir(c))
+}
+
+func TestBenchTakesSeveralURLs(t *testing.T) {
+	cfg, err := parseBench(t, "-m", "m", "--url", "a:1,b:2", "-u", "c:3", "--url-strategy", "turn_round_robin")
+	require.NoError(t, err)
+	require.Equal(t, []string{"a:1", "b:2", "c:3"}, cfg.URLs)
+	require.Equal(t, loadgen.URLTurnRoundRobin, cfg.URLStrategy)
+
+	cfg, err = parseBench(t, "-m", "m")
+	require.NoError(t, err)
+	require.Equal(t, []string{"http://localhost:8000"}, cfg.URLs, "the default")
+	require.Equal(t, loadgen.URLRoundRobin, cfg.URLStrategy)
+
+	_, err = parseBench(t, "-m", "m", "--url-strategy", "random")
+	require.ErrorContains(t, err, "--url-strategy")
 }

@@ -13,11 +13,12 @@ import (
 	"time"
 )
 
-// Client sends benchmark requests to one OpenAI-compatible endpoint and
-// times them. It is safe for concurrent use.
+// Client sends benchmark requests to OpenAI-compatible endpoints (one per
+// configured URL) and times them. It is safe for concurrent use.
 type Client struct {
 	hc    *http.Client
-	url   string
+	urls  []string // cfg.URLs with the endpoint's path
+	next  atomic.Uint64
 	cfg   Config
 	now   func() time.Time // the run's clock (time.Now for NewClient)
 	epoch time.Time        // base of the atomically stored trace times
@@ -36,8 +37,15 @@ func newClient(cfg Config, hc *http.Client, maxConns int, now func() time.Time) 
 		hc = &http.Client{Transport: NewTransport(maxConns)}
 	}
 	cfg = cfg.withDefaults()
-	return &Client{hc: hc, url: cfg.URL + cfg.endpointPath(), cfg: cfg, now: now, epoch: now()}
+	urls := make([]string, len(cfg.URLs))
+	for i, u := range cfg.URLs {
+		urls[i] = u + cfg.endpointPath()
+	}
+	return &Client{hc: hc, urls: urls, cfg: cfg, now: now, epoch: now()}
 }
+
+// nextURL returns the index of the next URL in round-robin order.
+func (c *Client) nextURL() int { return int((c.next.Add(1) - 1) % uint64(len(c.urls))) }
 
 // NewTransport returns an HTTP/1.1 transport that keeps up to maxConns
 // idle connections per host and never compresses.
@@ -51,9 +59,10 @@ func NewTransport(maxConns int) *http.Transport {
 	}
 }
 
-// do sends one request and reads its whole answer. ctx cancels it (the
-// exchange is then marked cancelled); cfg.RequestTimeout bounds it.
-func (c *Client) do(ctx context.Context, body []byte, requestID, sessionID string) *exchange {
+// do sends one request to URL number url and reads its whole answer. ctx
+// cancels it (the exchange is then marked cancelled); cfg.RequestTimeout
+// bounds it.
+func (c *Client) do(ctx context.Context, url int, body []byte, requestID, sessionID string) *exchange {
 	ex := &exchange{}
 	rctx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
 	defer cancel()
@@ -62,7 +71,7 @@ func (c *Client) do(ctx context.Context, body []byte, requestID, sessionID strin
 		WroteRequest:         func(httptrace.WroteRequestInfo) { wrote.Store(c.since()) },
 		GotFirstResponseByte: func() { ack.Store(c.since()) },
 	}
-	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(rctx, trace), http.MethodPost, c.url, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(rctx, trace), http.MethodPost, c.urls[url], bytes.NewReader(body))
 	if err != nil {
 		ex.err = newError(ErrConnection, "%v", err)
 		return ex

@@ -3,6 +3,7 @@ package loadgen
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -49,9 +50,14 @@ type ExtraInput struct {
 // Config describes one benchmark. Field comments name the aiperf flag each
 // field mirrors; zero values mean "not set" unless a default is given.
 type Config struct {
-	// URL is the server's base URL; http:// is added when it has no scheme
-	// (--url, default http://localhost:8000).
-	URL string
+	// URLs are the servers' base URLs; http:// is added to one without a
+	// scheme (--url, repeatable or comma-separated, default
+	// http://localhost:8000). With several, URLStrategy spreads the
+	// requests over them.
+	URLs []string
+	// URLStrategy says how requests are spread over URLs (--url-strategy):
+	// URLRoundRobin (the default, as aiperf does) or URLTurnRoundRobin.
+	URLStrategy string
 	// Model is the model name sent in every request (--model, required).
 	Model string
 	// EndpointType is chat or completions (--endpoint-type, default chat).
@@ -165,10 +171,24 @@ type Config struct {
 	OracleBlockSize int
 }
 
+// URL strategies (--url-strategy).
+const (
+	// URLRoundRobin gives each session the next URL; all its turns go
+	// there (aiperf's round_robin: its credit issuer picks a URL for a
+	// session's first turn only, aiperf tests/timing/test_credit_issuer.py,
+	// 2026-05).
+	URLRoundRobin = "round_robin"
+	// URLTurnRoundRobin sends every request to the next URL, so the turns
+	// of one session reach different servers: what several router
+	// replicas sharing their state must handle.
+	URLTurnRoundRobin = "turn_round_robin"
+)
+
 // Defaults returns aiperf's defaults.
 func Defaults() Config {
 	return Config{
-		URL:             "http://localhost:8000",
+		URLs:            []string{"http://localhost:8000"},
+		URLStrategy:     URLRoundRobin,
 		EndpointType:    EndpointChat,
 		SessionHeader:   DefaultSessionHeader,
 		RequestTimeout:  600 * time.Second,
@@ -191,8 +211,11 @@ func (c Config) Validate() error {
 	if c.Model == "" {
 		bad("model", "required")
 	}
-	if c.URL == "" {
-		bad("url", "required")
+	if len(c.URLs) == 0 || slices.Contains(c.URLs, "") {
+		bad("url", "required, and no URL may be empty")
+	}
+	if c.URLStrategy != URLRoundRobin && c.URLStrategy != URLTurnRoundRobin {
+		bad("url-strategy", "unknown strategy %q (valid: %s, %s)", c.URLStrategy, URLRoundRobin, URLTurnRoundRobin)
 	}
 	if c.EndpointType != EndpointChat && c.EndpointType != EndpointCompletions {
 		bad("endpoint-type", "unknown type %q (valid: chat, completions)", c.EndpointType)
@@ -311,10 +334,14 @@ func (c Config) validateLoad(bad func(flag, format string, a ...any)) {
 // withDefaults fills in what depends on other fields: the scheme of the
 // URL, the default concurrency and the default stop condition.
 func (c Config) withDefaults() Config {
-	if !strings.Contains(c.URL, "://") {
-		c.URL = "http://" + c.URL
+	urls := make([]string, len(c.URLs))
+	for i, u := range c.URLs {
+		if !strings.Contains(u, "://") {
+			u = "http://" + u
+		}
+		urls[i] = strings.TrimRight(u, "/")
 	}
-	c.URL = strings.TrimRight(c.URL, "/")
+	c.URLs = urls
 	if c.Concurrency == 0 && c.RequestRate == 0 && c.UserCentricRate == 0 && !c.FixedSchedule {
 		c.Concurrency = 1
 	}

@@ -19,7 +19,8 @@ var consoleHidden = map[string]bool{
 const maxTurnRows = 20
 
 // PrintSummary writes aiperf's end-of-run tables: the metrics (avg, min,
-// max, p99, p90, p50, std), then duet's per-turn breakdown and the errors.
+// max, p99, p90, p50, std), then duet's per-turn breakdown, the requests
+// per URL when there were several, and the errors.
 func PrintSummary(w io.Writer, sum *Summary) {
 	t := &table{title: "duet bench | LLM Metrics", header: []string{"Metric", "avg", "min", "max", "p99", "p90", "p50", "std"}}
 	for i := range sum.Metrics {
@@ -33,6 +34,14 @@ func PrintSummary(w io.Writer, sum *Summary) {
 	if len(sum.Turns) > 0 {
 		fmt.Fprintln(w)
 		turnTable(sum.Turns).write(w)
+	}
+	if len(sum.URLs) > 1 {
+		fmt.Fprintln(w)
+		ut := &table{title: "Requests per URL", header: []string{"url", "requests", "errors"}}
+		for _, u := range sum.URLs {
+			ut.rows = append(ut.rows, []string{u.URL, strconv.Itoa(u.Requests), strconv.Itoa(u.Errors)})
+		}
+		ut.write(w)
 	}
 	if len(sum.Errors) > 0 {
 		fmt.Fprintln(w)

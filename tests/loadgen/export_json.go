@@ -87,7 +87,8 @@ func inputConfig(c Config, info RunInfo) json.RawMessage {
 	v := map[string]any{
 		"endpoint": map[string]any{
 			"model_names": []string{c.Model}, "type": c.EndpointType, "custom_endpoint": c.endpointPath(),
-			"streaming": c.Streaming, "url": c.URL, "session_header": c.SessionHeader,
+			"streaming": c.Streaming, "urls": c.URLs, "url_selection_strategy": c.URLStrategy,
+			"session_header": c.SessionHeader,
 		},
 		"input": map[string]any{
 			"extra": extra, "random_seed": c.Seed, "file": c.InputFile, "custom_dataset_type": c.DatasetType,

@@ -47,6 +47,7 @@ type fakeRequest struct {
 	at, end             time.Time
 	corrID, affinity    string
 	requestID, userHdr  string
+	host                string // the URL's host the request was sent to
 	messages            []fakeMessage
 	maxTokens           int
 	stream, includeUsed bool
@@ -98,7 +99,7 @@ func (f *fakeEngine) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req := &fakeRequest{at: f.clock.Now(), corrID: r.Header.Get(DefaultSessionHeader), affinity: r.Header.Get(AffinityHeader),
-		requestID: r.Header.Get("X-Request-ID"), userHdr: r.Header.Get("X-User"), messages: body.Messages,
+		requestID: r.Header.Get("X-Request-ID"), userHdr: r.Header.Get("X-User"), host: r.Host, messages: body.Messages,
 		maxTokens: body.MaxTokens, stream: body.Stream, ignoreEOS: body.IgnoreEOS}
 	req.includeUsed = body.StreamOptions != nil && body.StreamOptions.IncludeUsage
 	f.mu.Lock()
@@ -187,7 +188,7 @@ func (f *fakeEngine) sendTimes() []time.Duration {
 // testConfig is a small synthetic streaming workload against a fakeEngine.
 func testConfig() Config {
 	c := Defaults()
-	c.URL, c.Model, c.Streaming = fakeEngineURL, "test-model", true
+	c.URLs, c.Model, c.Streaming = []string{fakeEngineURL}, "test-model", true
 	c.ISL, c.OSL, c.Seed, c.SeedSet = 20, 4, 7, true
 	return c
 }

@@ -7,6 +7,7 @@ import (
 	"math"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -78,7 +79,7 @@ func writeReport(w *bufio.Writer, res *Result, sum *Summary, info RunInfo) error
 		workload = c.DatasetType + " " + c.InputFile
 	}
 	d.Info = [][2]string{
-		{"model", c.Model}, {"endpoint", c.URL + c.endpointPath()}, {"streaming", strconv.FormatBool(c.Streaming)},
+		{"model", c.Model}, {"endpoint", strings.Join(c.URLs, ", ") + " " + c.endpointPath()}, {"streaming", strconv.FormatBool(c.Streaming)},
 		{"load", load}, {"workload", workload}, {"sessions", strconv.Itoa(len(res.Sessions))},
 		{"random seed", strconv.FormatUint(c.Seed, 10)},
 		{"started", sum.Start.Local().Format(time.RFC3339)}, {"cancelled", strconv.FormatBool(res.Cancelled)},

@@ -160,6 +160,9 @@ type session struct {
 	corrID string
 	// turns is how many of the session's turns to send.
 	turns int
+	// url is the index of the URL the session's turns go to
+	// (URLRoundRobin); with URLTurnRoundRobin each turn takes the next.
+	url int
 }
 
 // begin numbers a session and gives it its correlation id: a seeded uuid,
@@ -176,7 +179,7 @@ func (p *phase) begin(s *Session) *session {
 		p.seen[s] = true
 		p.started = append(p.started, s)
 	}
-	return &session{sess: s, num: num, corrID: id, turns: len(s.Turns)}
+	return &session{sess: s, num: num, corrID: id, turns: len(s.Turns), url: p.r.client.nextURL()}
 }
 
 // gate blocks until turn k may be sent; prevEnd is when the previous turn's
@@ -212,10 +215,14 @@ func (p *phase) send(ctx context.Context, s *session, conv *conversation, k int)
 	payload := body(r.cfg, msgs, t.MaxTokens)
 	reqID := randomUUID()
 	oracle := r.oracle.Observe(tokens) // "earlier" = sent before this one
+	url := s.url
+	if r.cfg.URLStrategy == URLTurnRoundRobin && k > 0 { // turn 0 has the URL begin took
+		url = r.client.nextURL()
+	}
 	p.active.Add(1)
-	ex := r.client.do(ctx, payload, reqID, s.corrID)
+	ex := r.client.do(ctx, url, payload, reqID, s.corrID)
 	p.active.Add(-1)
-	rec := Record{Phase: p.name, SessionNum: s.num, ConversationID: s.sess.ID, CorrelationID: s.corrID,
+	rec := Record{Phase: p.name, SessionNum: s.num, ConversationID: s.sess.ID, CorrelationID: s.corrID, URL: r.cfg.URLs[url],
 		RequestID: reqID, TurnIndex: k, Streaming: r.cfg.Streaming, Start: ex.start, Ack: ex.ack, End: ex.end,
 		ContentChunks: ex.chunks, ClientPromptTokens: len(tokens), OracleTokens: oracle,
 		RequestedOutputTokens: t.MaxTokens, Err: ex.err, Cancelled: ex.cancelled}

@@ -17,6 +17,8 @@ type Record struct {
 	// ConversationID is the dataset's session id; CorrelationID the id sent
 	// in the session header on every turn; RequestID the X-Request-ID.
 	ConversationID, CorrelationID, RequestID string
+	// URL is the base URL the request went to (see Config.URLs).
+	URL string
 	// TurnIndex is the turn's position in its session, from 0.
 	TurnIndex int
 	Streaming bool

@@ -139,10 +139,10 @@ func TestClientErrors(t *testing.T) {
 	cfg := Defaults()
 	// No request ends by its timeout unless the server stalls: the
 	// outcomes do not depend on how fast the machine is.
-	cfg.Model, cfg.Streaming, cfg.URL, cfg.RequestTimeout = "m", true, srv.URL, time.Hour
+	cfg.Model, cfg.Streaming, cfg.URLs, cfg.RequestTimeout = "m", true, []string{srv.URL}, time.Hour
 	do := func(c string, ctx context.Context) *ErrorDetails {
 		cfg.CustomEndpoint = "/v1/chat/completions?case=" + c
-		ex := NewClient(cfg, nil, 4).do(ctx, []byte(`{}`), "r", "s")
+		ex := NewClient(cfg, nil, 4).do(ctx, 0, []byte(`{}`), "r", "s")
 		require.NotNil(t, ex.err, c)
 		return ex.err
 	}
@@ -171,7 +171,7 @@ func TestClientErrors(t *testing.T) {
 	require.Equal(t, ErrCancelled, e.Type)
 	require.Equal(t, 499, *e.Code)
 
-	cfg.URL = "http://127.0.0.1:1" // nothing listens on port 1
+	cfg.URLs = []string{"http://127.0.0.1:1"} // nothing listens on port 1
 	require.Equal(t, ErrConnection, do("x", context.Background()).Type)
 }
 

@@ -21,6 +21,12 @@ type ErrorCount struct {
 	Count   int          `json:"count"`
 }
 
+// URLCount is how many requests went to one URL and how many failed.
+type URLCount struct {
+	URL              string
+	Requests, Errors int
+}
+
 // TurnSummary aggregates the successful requests of one turn index.
 type TurnSummary struct {
 	TurnIndex int `json:"turn_index"`
@@ -49,6 +55,8 @@ type Summary struct {
 	Metrics []Metric
 	Errors  []ErrorCount
 	Turns   []TurnSummary
+	// URLs counts the requests per URL, in the order first used.
+	URLs []URLCount
 	// Start is the first request's start, End the last response's end.
 	Start, End time.Time
 }
@@ -129,7 +137,27 @@ func SummarizeRecords(records []Record) *Summary {
 	s.addTotals(prof)
 	s.Errors = errorSummary(prof)
 	s.Turns = turnSummaries(prof)
+	s.URLs = urlCounts(prof)
 	return s
+}
+
+// urlCounts counts the requests per URL, in the order first used.
+func urlCounts(prof []*Record) []URLCount {
+	var counts []URLCount
+	index := map[string]int{}
+	for _, r := range prof {
+		i, ok := index[r.URL]
+		if !ok {
+			i = len(counts)
+			index[r.URL] = i
+			counts = append(counts, URLCount{URL: r.URL})
+		}
+		counts[i].Requests++
+		if !r.OK() {
+			counts[i].Errors++
+		}
+	}
+	return counts
 }
 
 func (s *Summary) addValue(tag, header, unit string, v float64) {

@@ -14,6 +14,7 @@
 #
 # usage: scripts/bench-relay.sh [runs=3] [seconds=5]
 # env:   PROTOCOL=vllm|trtllm|sglang (vllm)  CONNS=64  STREAM_TOKENS=32
+#        LOG_LEVEL=warn|info (warn): at info duet writes its access log, one line per request
 #        RELAY_CPU=N pins the relays (nginx, duet) to core N and wrk and the sims to the other cores
 #        BASELINE=path/to/duet adds base-1 and base-pd: the same two duet targets run by another
 #          build (for before/after in one run: git worktree add /tmp/before <rev> && make -C /tmp/before build)
@@ -27,6 +28,7 @@ CONNS=${CONNS:-64}
 STREAM_TOKENS=${STREAM_TOKENS:-32}
 RELAY_CPU=${RELAY_CPU:-}
 BASELINE=${BASELINE:-}
+LOG_LEVEL=${LOG_LEVEL:-warn}
 for tool in wrk nginx curl; do
   command -v "$tool" >/dev/null || { echo "$tool is not installed (apt-get install wrk nginx-light curl)" >&2; exit 1; }
 done
@@ -73,7 +75,7 @@ NGINX_PID=$!
 
 duet_cfg() { # $1 port, $2 ctx url, $3 gen url, $4 max_local_prefill_tokens
   cat >"$WORK/duet-$1.yaml" <<YAML
-log: {level: warn}
+log: {level: $LOG_LEVEL}
 server: {port: $1}
 orchestrator: {protocol: $PROTOCOL, max_local_prefill_tokens: $4}
 router: {policy: least-load}
@@ -165,4 +167,4 @@ for t in "${TARGETS[@]}"; do
   printf "%-8s %10s %14s %16s %12s %14s %12s\n" "$t" "$(median <"$WORK/$t.chat.rps")" "$cpu" "$per_core" \
     "$(median <"$WORK/$t.stream.rps")" "${EVENTS[$t]}" "$per_event"
 done
-echo "(protocol $PROTOCOL, $CONNS connections, medians of $RUNS rounds of ${SECS}s; relays pinned to core ${RELAY_CPU:-none}; $(nproc) cores; $(date -u +%Y-%m-%d))"
+echo "(protocol $PROTOCOL, log level $LOG_LEVEL, $CONNS connections, medians of $RUNS rounds of ${SECS}s; relays pinned to core ${RELAY_CPU:-none}; $(nproc) cores; $(date -u +%Y-%m-%d))"

@@ -80,6 +80,9 @@ func sglWire(fakes *sglFakes) func(*testing.T, reqCase, want, legs) {
 			f := g.fields(t)
 			room := sglRoomOf(t, g)
 			p, ok := prefillOf[room]
+			if !ok && w.ctxCalls < 0 {
+				continue // the decode failed at once and its prefill was cancelled before it was sent
+			}
 			require.True(t, ok, "the decode's bootstrap_room %d reached a prefill", room)
 			require.JSONEq(t, string(p.Body), string(g.Body), "both legs get the same body")
 			require.Equal(t, `"127.0.0.1"`, string(f["bootstrap_host"]), "the prefill's host")

@@ -215,7 +215,7 @@ func runVariants(t *testing.T, d *deployment, fl *fakeFleet, extra func(reqCase)
 				code, hdr, body := post(t, d.url+c.path(), c.body(), c.headers...)
 				t.Logf("client got %d %s (route %q): %s", code, hdr.Get("Content-Type"), hdr.Get("X-Duet-Route"), body)
 				checkClient(t, c, w, code, hdr, body)
-				l := settledLegs(t, fl, w)
+				l := settledLegs(t, d, fl, w)
 				checkRoute(t, w, hdr, l)
 				if v.wire != nil {
 					v.wire(t, c, w, l)
@@ -228,15 +228,19 @@ func runVariants(t *testing.T, d *deployment, fl *fakeFleet, extra func(reqCase)
 	d.requireIdle(t)
 }
 
-// settledLegs waits until the pools got the calls w expects and no fake is
-// still answering (SGLang's prefill leg ends after the client's answer),
-// then returns them.
-func settledLegs(t *testing.T, fl *fakeFleet, w want) legs {
+// settledLegs waits until the pools got the calls w expects, duet holds no
+// lease and no fake is still answering, then returns the calls. SGLang's
+// prefill leg runs in the background and may end after the client's
+// answer, holding its ctx lease until then: once no lease is left, a
+// prefill that was sent has reached its fake, and one that was cancelled
+// before it was sent never will (the next case must not count it).
+func settledLegs(t *testing.T, d *deployment, fl *fakeFleet, w want) legs {
 	t.Helper()
 	require.Eventually(t, func() bool {
 		l := fl.legs()
 		return (w.ctxCalls < 0 || len(l.ctx) >= w.ctxCalls) && (w.genCalls < 0 || len(l.gen) >= w.genCalls)
-	}, 10*time.Second, 5*time.Millisecond)
+	}, time.Minute, 5*time.Millisecond)
+	d.requireIdle(t)
 	fl.quiesce(t)
 	l := fl.legs()
 	if w.ctxCalls >= 0 {

@@ -152,7 +152,7 @@ func (d *deployment) requireIdle(t *testing.T) {
 			}
 		}
 		return true
-	}, 10*time.Second, 50*time.Millisecond, "leases leaked: %+v", d.cluster(t).Workers)
+	}, time.Minute, 50*time.Millisecond, "leases leaked: %+v", d.cluster(t).Workers)
 }
 
 func TestServeEveryProtocol(t *testing.T) {

@@ -146,9 +146,9 @@ func (rl *relay) finish(status int, err error) {
 }
 
 // run relays until the stream ends; see Response.Relay. It runs on
-// fasthttp's stream writer after the handler returned, where a panic would
-// take the process down: a panic is recovered, logged and the request
-// recorded as failed, with everything released.
+// fasthttp's connection goroutine after the handler returned, where a
+// panic would take the process down: a panic is recovered, logged and the
+// request recorded as failed, with everything released.
 func (rl *relay) run(w *bufio.Writer) {
 	status, err := http.StatusInternalServerError, error(nil)
 	defer func() {

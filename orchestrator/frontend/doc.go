@@ -4,7 +4,9 @@
 // errors into HTTP and is the only package that serves HTTP.
 //
 // Concurrency: fasthttp runs each connection on its own goroutine. A
-// streaming response is written by fasthttp's body stream writer after the
-// handler returns; everything it needs is copied out of the RequestCtx
-// first. Serve owns the server goroutine and joins it on shutdown.
+// streaming response is a body (eventStream) that fasthttp writes on that
+// goroutine after the handler returns; everything it needs is copied out
+// of the RequestCtx first. A goroutine per request watches the client's
+// socket until the answer is written (watchClient). Serve owns the server
+// goroutine and joins it on shutdown.
 package frontend

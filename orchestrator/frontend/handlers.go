@@ -103,7 +103,7 @@ func (s *Server) stream(ctx *fasthttp.RequestCtx, resp *orchestrator.Response, s
 	ctx.Response.Header.Set("X-Accel-Buffering", "no")
 	relayed := false
 	defer func() {
-		if !relayed { // a panic between Handle and the stream writer
+		if !relayed { // a panic between Handle and handing the stream to fasthttp
 			resp.Close()
 			stopWatch()
 		}

@@ -1,6 +1,7 @@
 package orchestrator
 
 import (
+	"encoding/json"
 	"fmt"
 
 	"github.com/duet-serve/duet/orchestrator/protocol"
@@ -14,7 +15,16 @@ import (
 // body that is not a JSON object, an error object, or a failure finish
 // reason (abort, error, ...) is an error: the gen worker failed. The
 // returned body is body itself or a new slice.
+//
+// The body is validated first: fastjson accepts some invalid JSON (which
+// the client would then get), and its error text quotes the unparsed tail
+// once per level of nesting, so a garbage body cost up to about a hundred
+// times its size (FuzzCompleteResponse: 91 KB for 392 bytes nested 21
+// deep). Validation is one pass over a body read once per request.
 func completeResponse(body []byte, c *protocol.Context) ([]byte, openai.Usage, error) {
+	if !json.Valid(body) {
+		return nil, openai.Usage{}, fmt.Errorf("response is not valid JSON: %s", truncate(body, 200))
+	}
 	r := getChunkReader()
 	defer putChunkReader(r)
 	ch, err := r.read(body)

@@ -41,5 +41,5 @@ func CheckDepth(data []byte, max int) error {
 // Engines' responses nest at most about 9 deep (chat logprobs: choices,
 // logprobs, content, top_logprobs, bytes). It was 64 until FuzzCompleteResponse
 // found a 259-byte body nested 40 deep whose fastjson error allocated
-// 104 KB; at 32 the worst case stays within the fuzz bound.
+// 104 KB (fastjson quotes the unparsed tail once per level).
 const MaxWorkerDepth = 32

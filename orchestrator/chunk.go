@@ -67,11 +67,26 @@ type chunk struct {
 	duplicate bool
 }
 
+// strictFrom is the size from which read validates data before fastjson
+// parses it. fastjson quotes the unparsed tail into its error once per
+// level of nesting, so a garbage event costs up to about a hundred times
+// its size; below strictFrom that is bounded and small, and validating
+// every small event would cost more than parsing it (~300 ns against
+// ~190 ns).
+const strictFrom = 1 << 10
+
+// errInvalidJSON is returned for data of strictFrom bytes or more that is
+// not valid JSON.
+var errInvalidJSON = errors.New("not valid JSON")
+
 // read parses data, which must be one JSON object. Each object is walked
 // once.
 func (r *chunkReader) read(data []byte) (chunk, error) {
 	if err := openai.CheckDepth(data, openai.MaxWorkerDepth); err != nil {
 		return chunk{}, err
+	}
+	if len(data) >= strictFrom && !json.Valid(data) {
+		return chunk{}, errInvalidJSON
 	}
 	v, err := r.p.ParseBytes(data)
 	if err != nil {

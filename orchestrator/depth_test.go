@@ -30,3 +30,23 @@ func TestDeepBodiesCostLittle(t *testing.T) {
 	require.ErrorContains(t, err, "nested more than 300 deep")
 	require.Less(t, allocated, uint64(256<<10), "a deep request allocated %d bytes", allocated)
 }
+
+// Regression (issue 12, found by FuzzCompleteResponse): within the depth
+// limit, fastjson still quoted the whole unparsed tail once per level: a
+// 392-byte garbage body 21 deep allocated 91 KB. Whole bodies, and events
+// of strictFrom bytes or more, are validated first.
+func TestGarbageWithinTheDepthLimitCostsLittle(t *testing.T) {
+	garbage := strings.Repeat("[", 30) + "n" + strings.Repeat("\x90\x01", 2000)
+	allocated := allocatedBy(len(garbage), func() {
+		_, _, err := completeResponse([]byte(garbage), nil)
+		require.ErrorContains(t, err, "not valid JSON")
+	})
+	require.Less(t, allocated, uint64(16<<10), "a garbage worker body allocated %d bytes", allocated)
+	r := getChunkReader()
+	defer putChunkReader(r)
+	allocated = allocatedBy(len(garbage), func() {
+		_, err := r.read([]byte(garbage))
+		require.ErrorIs(t, err, errInvalidJSON)
+	})
+	require.Less(t, allocated, uint64(16<<10), "a garbage event allocated %d bytes", allocated)
+}

@@ -79,14 +79,20 @@ const strictFrom = 1 << 10
 // not valid JSON.
 var errInvalidJSON = errors.New("not valid JSON")
 
-// read parses data, which must be one JSON object. Each object is walked
-// once.
+// read parses one stream event, which must be a JSON object, validating
+// it first when it is strictFrom bytes or more.
 func (r *chunkReader) read(data []byte) (chunk, error) {
-	if err := openai.CheckDepth(data, openai.MaxWorkerDepth); err != nil {
-		return chunk{}, err
-	}
 	if len(data) >= strictFrom && !json.Valid(data) {
 		return chunk{}, errInvalidJSON
+	}
+	return r.parse(data)
+}
+
+// parse parses data, which must be one JSON object, without validating it
+// first (the caller did, or it is small). Each object is walked once.
+func (r *chunkReader) parse(data []byte) (chunk, error) {
+	if err := openai.CheckDepth(data, openai.MaxWorkerDepth); err != nil {
+		return chunk{}, err
 	}
 	v, err := r.p.ParseBytes(data)
 	if err != nil {

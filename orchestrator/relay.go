@@ -233,27 +233,15 @@ const defaultDrainWait = 100 * time.Millisecond
 // response), so the end is usually already read. Events after [DONE] are
 // ignored; a body that does not end within lim.drain is closed as before.
 func (rl *relay) drain() {
-	var timeout <-chan time.Time
+	timeout := time.NewTimer(rl.lim.drain)
+	defer timeout.Stop()
 	for {
 		select {
 		case ev := <-rl.events:
 			if ev.err != nil {
 				return
 			}
-			continue
-		default:
-		}
-		if timeout == nil {
-			t := time.NewTimer(rl.lim.drain)
-			defer t.Stop()
-			timeout = t.C
-		}
-		select {
-		case ev := <-rl.events:
-			if ev.err != nil {
-				return
-			}
-		case <-timeout:
+		case <-timeout.C:
 			return
 		case <-rl.f.ctx.Done():
 			return

@@ -20,14 +20,18 @@ import (
 // the client would then get), and its error text quotes the unparsed tail
 // once per level of nesting, so a garbage body cost up to about a hundred
 // times its size (FuzzCompleteResponse: 91 KB for 392 bytes nested 21
-// deep). Validation is one pass over a body read once per request.
+// deep). Validation is one pass over a body read once per request. No
+// engine variant is refused by it: vLLM, SGLang and TensorRT-LLM answer a
+// whole body with Starlette's JSONResponse, which renders with
+// json.dumps(allow_nan=False) (starlette/responses.py), so only valid JSON
+// leaves them (a NaN there is a 500 on the engine, not a body).
 func completeResponse(body []byte, c *protocol.Context) ([]byte, openai.Usage, error) {
 	if !json.Valid(body) {
 		return nil, openai.Usage{}, fmt.Errorf("response is not valid JSON: %s", truncate(body, 200))
 	}
 	r := getChunkReader()
 	defer putChunkReader(r)
-	ch, err := r.read(body)
+	ch, err := r.parse(body) // validated above
 	switch {
 	case err != nil:
 		return nil, openai.Usage{}, fmt.Errorf("response is not a JSON object (%v): %s", err, truncate(body, 200))

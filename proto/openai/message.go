@@ -69,7 +69,7 @@ func (c *Content) UnmarshalJSON(b []byte) error {
 		c.Null = true
 		return nil
 	case len(b) > 0 && b[0] == '"':
-		return unquote(b, &c.Text)
+		return Unquote(b, &c.Text)
 	}
 	var raws []json.RawMessage
 	if err := json.Unmarshal(b, &raws); err != nil {

@@ -88,7 +88,7 @@ func (s *Stop) UnmarshalJSON(b []byte) error {
 	}
 	if len(b) > 0 && b[0] == '"' {
 		var one string
-		if err := unquote(b, &one); err != nil {
+		if err := Unquote(b, &one); err != nil {
 			return err
 		}
 		*s = Stop{one}
@@ -155,7 +155,7 @@ func (p *Prompt) UnmarshalJSON(b []byte) error {
 		return nil
 	case len(b) > 0 && b[0] == '"':
 		p.Kind = PromptText
-		return unquote(b, &p.Text)
+		return Unquote(b, &p.Text)
 	case len(b) > 1 && b[0] == '[':
 		return p.unmarshalArray(b)
 	}
@@ -202,13 +202,14 @@ func (p Prompt) MarshalJSON() ([]byte, error) {
 
 func isNull(b []byte) bool { return bytes.Equal(bytes.TrimSpace(b), []byte("null")) }
 
-// unquote sets *s to the string literal b spells, as json.Unmarshal does.
-// An UnmarshalJSON method gets a literal the decoder already validated,
-// so one without escapes in valid UTF-8 is its bytes between the quotes:
-// most message contents take that path, which spares a second validating
-// decode per message (issue 13: relay CPU). Anything else, including a
-// literal that is not valid, goes to json.Unmarshal.
-func unquote(b []byte, s *string) error {
+// Unquote sets *s to the string literal b spells, as json.Unmarshal does,
+// in a string that does not alias b. A literal a decoder or scanner already
+// validated (an UnmarshalJSON method's, a scanned value) without escapes
+// in valid UTF-8 is its bytes between the quotes: most message contents
+// take that path, which spares a second validating decode per message
+// (issue 13: relay CPU). Anything else, including a literal that is not
+// valid, goes to json.Unmarshal.
+func Unquote(b []byte, s *string) error {
 	if len(b) >= 2 && b[0] == '"' && b[len(b)-1] == '"' && plain(b[1:len(b)-1]) {
 		*s = string(b[1 : len(b)-1])
 		return nil

@@ -101,14 +101,14 @@ func TestErrorBodyShape(t *testing.T) {
 	require.Equal(t, ErrTypeServer, TypeForStatus(502))
 }
 
-// TestUnquoteMatchesEncodingJSON: the fast path of unquote reads a literal
+// TestUnquoteMatchesEncodingJSON: the fast path of Unquote reads a literal
 // as encoding/json does, and leaves everything else to it.
 func TestUnquoteMatchesEncodingJSON(t *testing.T) {
 	for _, lit := range []string{`""`, `"plain text"`, `"caf\u00e9"`, "\"caf\xc3\xa9\"", "\"\xff\xfe\"", `"a\"b"`, `"a\\b"`,
 		"\"tab\there\"", `"\n"`, `"x`, `x"`, `"`, `"a"b"`, `"\ud83d\ude00"`, "\"\xed\xa0\x80\""} {
 		var want, got string
 		wantErr := json.Unmarshal([]byte(lit), &want)
-		err := unquote([]byte(lit), &got)
+		err := Unquote([]byte(lit), &got)
 		if wantErr != nil {
 			require.Error(t, err, "%q", lit)
 			continue

@@ -1,12 +1,12 @@
 package wire
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
-	"unicode/utf8"
+
+	"github.com/duet-serve/duet/proto/openai"
 )
 
 // The decoders below read one value of an Object or an array that was
@@ -25,11 +25,8 @@ func decodeString(raw json.RawMessage) (string, error) {
 	case raw[0] != '"':
 		return "", wrongType(raw, "a string")
 	}
-	if s := raw[1 : len(raw)-1]; bytes.IndexByte(s, '\\') < 0 && utf8.Valid(s) {
-		return string(s), nil
-	}
 	var s string
-	if err := json.Unmarshal(raw, &s); err != nil {
+	if err := openai.Unquote(raw, &s); err != nil {
 		return "", err
 	}
 	return s, nil

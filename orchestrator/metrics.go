@@ -107,9 +107,11 @@ var (
 		"Conversations pinned to a worker.", []string{"worker", "role"}, nil)
 	workerEjectionsDesc = prometheus.NewDesc("duet_worker_ejections_total",
 		"Times passive health took a worker out of routing after a connect error or 5xx answers.", []string{"worker", "role"}, nil)
-	sessionsDesc = prometheus.NewDesc("duet_router_sessions", "Live sessions in the router's table.", nil, nil)
-	breaksDesc   = prometheus.NewDesc("duet_router_affinity_breaks_total", "Session affinity lost, by reason: ttl, lru, worker_gone, spill, evicted.", []string{"reason"}, nil)
-	spillsDesc   = prometheus.NewDesc("duet_router_spills_total", "Requests sent away from an overloaded pinned worker, by reason.", []string{"reason"}, nil)
+	sessionsDesc  = prometheus.NewDesc("duet_router_sessions", "Live sessions in the router's table.", nil, nil)
+	breaksDesc    = prometheus.NewDesc("duet_router_affinity_breaks_total", "Session affinity lost, by reason: ttl, lru, worker_gone, unavailable, retry, spill, evicted, store_down.", []string{"reason"}, nil)
+	spillsDesc    = prometheus.NewDesc("duet_router_spills_total", "Requests sent away from an overloaded pinned worker, by reason.", []string{"reason"}, nil)
+	fallbacksDesc = prometheus.NewDesc("duet_router_store_fallbacks_total",
+		"Requests routed on this replica's local state because the shared store (cluster.state: redis) could not answer.", nil, nil)
 )
 
 func (c *workerCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -121,6 +123,7 @@ func (c *workerCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- sessionsDesc
 	ch <- breaksDesc
 	ch <- spillsDesc
+	ch <- fallbacksDesc
 }
 
 func (c *workerCollector) Collect(ch chan<- prometheus.Metric) {
@@ -144,4 +147,5 @@ func (c *workerCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, s := range c.router.Stats().Spills() {
 		ch <- prometheus.MustNewConstMetric(spillsDesc, prometheus.CounterValue, float64(s.Value), s.Reason)
 	}
+	ch <- prometheus.MustNewConstMetric(fallbacksDesc, prometheus.CounterValue, float64(c.router.Stats().StoreFallbacks()))
 }

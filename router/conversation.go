@@ -24,10 +24,16 @@ const (
 // conversations on the least-loaded workers by token-weighted load,
 // recognises continuations without an id by prefix, re-picks only a leg
 // that became unavailable, and spills away from overloaded pinned workers.
+// With shared state (several replicas), the store's view of a session wins
+// over this replica's; the local table and index are what serves while the
+// store is down.
 type Conversation struct {
 	cfg   Config
 	now   func() time.Time
 	stats *Stats
+	pool  *Pool
+	// shared is nil with local state; set before the first pick.
+	shared SharedState
 	// ctxTurn and genTurn rotate ties, one counter per leg so that the
 	// legs do not step each other's rotation.
 	ctxTurn, genTurn atomic.Uint64
@@ -40,8 +46,8 @@ type Conversation struct {
 
 var _ picker = (*Conversation)(nil)
 
-func newConversation(cfg Config, now func() time.Time, stats *Stats) *Conversation {
-	c := &Conversation{cfg: cfg, now: now, stats: stats, index: newPrefixIndex(cfg.TokensPerBlock, cfg.HashSkipCount)}
+func newConversation(cfg Config, now func() time.Time, stats *Stats, pool *Pool) *Conversation {
+	c := &Conversation{cfg: cfg, now: now, stats: stats, pool: pool, index: newPrefixIndex(cfg.TokensPerBlock, cfg.HashSkipCount)}
 	c.table = newSessionTable(cfg.MaxSessions, cfg.SessionTTL, func(s *session, reason string) {
 		c.index.forget(s)
 		stats.addBreak(reason)
@@ -50,29 +56,65 @@ func newConversation(cfg Config, now func() time.Time, stats *Stats) *Conversati
 }
 
 func (c *Conversation) pick(req *Request, ctxCands, genCands []*Endpoint) choice {
+	found, answered := c.find(req) // outside the lock: it may wait for the store
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := c.now()
 	c.table.expire(now)
-	s, ch := c.lookup(req, now)
+	s, ch := c.lookup(req, found, answered, now)
+	if c.shared != nil && !answered && req.SessionKey != "" {
+		c.hashPins(s, ctxCands, genCands)
+	}
 	c.placeLegs(s, &ch, req, ctxCands, genCands)
 	c.table.touch(s, now)
 	s.inflight++
 	c.index.record(s, req.Tokens, req.Hashes)
+	c.save(s)
 	ch.session = s.key
 	return ch.charge(req)
 }
 
+// find asks the shared store for the request's session (by key, else the
+// sessions its prompt may continue). answered is false with local state and
+// when the store could not answer: then the request is routed on local
+// state, and a fallback is counted.
+func (c *Conversation) find(req *Request) (found []SessionRecord, answered bool) {
+	if c.shared == nil {
+		return nil, false
+	}
+	var ends []uint64
+	if req.SessionKey == "" {
+		ends = sharedEnds(req.Hashes, c.cfg.HashSkipCount)
+	}
+	found, err := c.shared.Find(req.SessionKey, ends)
+	if err != nil {
+		c.stats.addFallback()
+		return nil, false
+	}
+	return found, true
+}
+
 // lookup finds the request's session: by key, else by prefix, else a new
-// one (with a minted key when the request had none).
-func (c *Conversation) lookup(req *Request, now time.Time) (*session, choice) {
+// one (with a minted key when the request had none). The shared store's
+// record of a session (found) is taken over first. When the store answered,
+// its prefix index is the only one asked: this replica's index misses the
+// sessions other replicas placed, so it could see a continuation where the
+// store sees several sessions with that prompt. (A session the store lost
+// but this replica knows by key is still used.)
+func (c *Conversation) lookup(req *Request, found []SessionRecord, answered bool, now time.Time) (*session, choice) {
 	if req.SessionKey != "" {
+		if rec := recordOf(found, req.SessionKey); rec != nil {
+			return c.adopt(rec, now), choice{decision: DecisionSticky}
+		}
 		if s := c.table.get(req.SessionKey, now); s != nil {
 			return s, choice{decision: DecisionSticky}
 		}
 		return c.table.add(req.SessionKey, now), choice{decision: DecisionNew}
 	}
-	if s := c.index.match(req.Tokens, req.Hashes); s != nil {
+	if rec := continuedRecord(found, req.Tokens, req.Hashes, c.cfg.TokensPerBlock); rec != nil {
+		return c.adopt(rec, now), choice{decision: DecisionImplicit}
+	}
+	if s := c.localMatch(req, answered); s != nil {
 		if !s.idle(now, c.cfg.SessionTTL) {
 			return s, choice{decision: DecisionImplicit}
 		}
@@ -80,6 +122,87 @@ func (c *Conversation) lookup(req *Request, now time.Time) (*session, choice) {
 	}
 	key := mintSessionID()
 	return c.table.add(key, now), choice{decision: DecisionNew, minted: true}
+}
+
+// localMatch asks this replica's prefix index unless the store answered.
+func (c *Conversation) localMatch(req *Request, answered bool) *session {
+	if answered {
+		return nil
+	}
+	return c.index.match(req.Tokens, req.Hashes)
+}
+
+// recordOf returns the record keyed key, or nil.
+func recordOf(recs []SessionRecord, key string) *SessionRecord {
+	for i := range recs {
+		if recs[i].Key == key {
+			return &recs[i]
+		}
+	}
+	return nil
+}
+
+// adopt makes the local session rec.Key what the store says it is. A pinned
+// worker this replica does not know is a lost leg: it is picked again.
+func (c *Conversation) adopt(rec *SessionRecord, now time.Time) *session {
+	s := c.table.get(rec.Key, now)
+	if s == nil {
+		s = c.table.add(rec.Key, now)
+	}
+	ctx, gen := c.idOf(rec.Ctx), c.idOf(rec.Gen)
+	c.table.pin(s, ctx, gen)
+	s.ctxHeld, s.genHeld = rec.CtxHeld, rec.GenHeld
+	s.ctxLost, s.genLost = ctx == "" && rec.Ctx != "", gen == "" && rec.Gen != ""
+	c.index.put(s, rec.End, rec.EndDepth, rec.TailLen, rec.TailHash)
+	return s
+}
+
+// hashPins pins a session that carries an id to the workers rendezvous
+// hashing gives its key, as every replica does while the store is down, so
+// that they still agree. A pin that moves counts as an affinity break.
+func (c *Conversation) hashPins(s *session, ctxCands, genCands []*Endpoint) {
+	ctx := rendezvous(s.key, ctxCands)
+	gen := rendezvous(s.key, otherThan(genCands, ctx))
+	if s.ctx != "" && s.ctx != ctx.ID {
+		c.stats.addBreak(reasonStoreDown)
+		s.ctxHeld = 0
+	}
+	if s.gen != "" && s.gen != gen.ID {
+		s.genHeld = 0
+	}
+	c.table.pin(s, ctx.ID, gen.ID)
+}
+
+// save hands the session's state to the shared store (nil: local only).
+func (c *Conversation) save(s *session) {
+	if c.shared == nil {
+		return
+	}
+	c.shared.Save(SessionRecord{Key: s.key, Ctx: c.identityOf(s.ctx), Gen: c.identityOf(s.gen),
+		CtxHeld: s.ctxHeld, GenHeld: s.genHeld, End: s.endHash, EndDepth: s.endDepth,
+		TailLen: s.promptLen - s.endDepth*c.cfg.TokensPerBlock, TailHash: s.tailHash})
+}
+
+// idOf returns the ID of the pool's worker with the given identity, "" when
+// there is none.
+func (c *Conversation) idOf(identity string) string {
+	if identity == "" {
+		return ""
+	}
+	for _, ep := range c.pool.All() {
+		if ep.Identity() == identity {
+			return ep.ID
+		}
+	}
+	return ""
+}
+
+// identityOf returns the identity of the pool's worker id ("" when gone).
+func (c *Conversation) identityOf(id string) string {
+	if ep := c.pool.Get(id); ep != nil {
+		return ep.Identity()
+	}
+	return ""
 }
 
 // placeLegs chooses each leg: the pinned worker when it is available and not
@@ -215,6 +338,7 @@ func (c *Conversation) done(key, ctxID, genID string, promptTokens int, o Outcom
 	if o.GenRan && s.gen == genID {
 		s.genHeld = int(SaturatingAdd(promptTokens, o.OutputTokens)) // a worker's count is not trusted
 	}
+	c.save(s)
 }
 
 // workersChanged drops the legs that point at removed workers.

@@ -27,7 +27,8 @@ type Endpoint struct {
 
 	healthy  atomic.Bool
 	draining atomic.Bool
-	load     atomic.Int64 // token-weighted load of live leases
+	load     atomic.Int64 // token-weighted load of this replica's live leases
+	remote   atomic.Int64 // the other duet replicas' load, as the shared store last said
 	inflight atomic.Int64 // live leases
 
 	// Passive health (outlier.go).
@@ -75,8 +76,17 @@ func (e *Endpoint) SetDraining(d bool) { e.draining.Store(d) }
 // Available reports whether new work may be routed to the worker.
 func (e *Endpoint) Available() bool { return e.Healthy() && !e.Draining() }
 
-// Load returns the token-weighted load of the leases in flight.
-func (e *Endpoint) Load() int64 { return e.load.Load() }
+// Load returns the token-weighted load of the leases in flight: this
+// replica's and, with shared state, the other replicas' (SetRemoteLoad).
+func (e *Endpoint) Load() int64 { return e.load.Load() + e.remote.Load() }
+
+// LocalLoad returns the load of this replica's leases only: what a replica
+// publishes to the others.
+func (e *Endpoint) LocalLoad() int64 { return e.load.Load() }
+
+// SetRemoteLoad sets the load the other duet replicas charge the worker
+// (negative counts as 0).
+func (e *Endpoint) SetRemoteLoad(tokens int64) { e.remote.Store(max(tokens, 0)) }
 
 // InFlight returns the number of leases in flight.
 func (e *Endpoint) InFlight() int64 { return e.inflight.Load() }

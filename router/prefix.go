@@ -42,22 +42,29 @@ func newPrefixIndex(blockSize, skip int) *prefixIndex {
 // record makes tokens (with their chained block hashes) the session's
 // previous prompt.
 func (x *prefixIndex) record(s *session, tokens []int, hashes []uint64) {
-	x.forget(s)
-	s.promptLen, s.endDepth = len(tokens), len(hashes)
-	s.endHash = rootEnd
+	end := uint64(rootEnd)
 	if len(hashes) > 0 {
-		s.endHash = hashes[len(hashes)-1]
+		end = hashes[len(hashes)-1]
 	}
 	tail := tokens[len(hashes)*x.blockSize:]
-	s.tailHash = tokenizer.HashTokens(tail)
-	key := tailKey{s.endHash, len(tail), s.tailHash}
+	x.put(s, end, len(hashes), len(tail), tokenizer.HashTokens(tail))
+}
+
+// put makes the session's previous prompt the one that ends after depth
+// full blocks (the last one's chained hash is end) and tailLen more tokens
+// whose hash is tailHash.
+func (x *prefixIndex) put(s *session, end uint64, depth, tailLen int, tailHash uint64) {
+	x.forget(s)
+	s.endHash, s.endDepth, s.tailHash = end, depth, tailHash
+	s.promptLen = depth*x.blockSize + tailLen
+	key := tailKey{end, tailLen, tailHash}
 	set := x.tails[key]
 	if set == nil {
 		set = &sessionSet{}
 		x.tails[key] = set
 	}
 	set.add(s)
-	x.countLength(s.endHash, len(tail), +1)
+	x.countLength(end, tailLen, +1)
 	s.indexed = true
 }
 

@@ -144,7 +144,7 @@ func New(pool *Pool, cfg Config, now func() time.Time) (*Router, error) {
 	r := &Router{pool: pool, cfg: cfg, stats: newStats(), now: now}
 	switch cfg.Policy {
 	case PolicyConversation:
-		r.conv = newConversation(cfg, now, r.stats)
+		r.conv = newConversation(cfg, now, r.stats, pool)
 		r.picker = r.conv
 		pool.OnMembershipChange(func() { r.conv.workersChanged(r.memberIDs()) })
 	case PolicyRoundRobin:
@@ -158,6 +158,15 @@ func New(pool *Pool, cfg Config, now func() time.Time) (*Router, error) {
 		r.picker = r.kv
 	}
 	return r, nil
+}
+
+// ShareState makes the conversation policy share its sessions with other
+// duet replicas through s (other policies keep no sessions; load is shared
+// through Endpoint.SetRemoteLoad). Call it before the first Route.
+func (r *Router) ShareState(s SharedState) {
+	if r.conv != nil {
+		r.conv.shared = s
+	}
 }
 
 // Pool returns the router's pool.

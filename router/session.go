@@ -48,6 +48,7 @@ const (
 	reasonRetry       = "retry"       // a retry excluded the worker after it failed
 	reasonEvicted     = "evicted"     // the worker had lost most of the expected prefix
 	reasonSpill       = "spill"       // the worker was overloaded
+	reasonStoreDown   = "store_down"  // the shared store was down: the session went where rendezvous hashing puts it
 )
 
 // sessionTable is an LRU of sessions bounded by max, with an idle TTL and a

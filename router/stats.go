@@ -3,6 +3,7 @@ package router
 import (
 	"sort"
 	"sync"
+	"sync/atomic"
 )
 
 // Stats counts routing events that metrics export: affinity breaks by
@@ -13,6 +14,9 @@ type Stats struct {
 	mu     sync.Mutex
 	breaks map[string]uint64
 	spills map[string]uint64
+	// fallbacks counts requests routed on local state because the shared
+	// store could not answer.
+	fallbacks atomic.Uint64
 }
 
 func newStats() *Stats { return &Stats{breaks: map[string]uint64{}, spills: map[string]uint64{}} }
@@ -56,3 +60,9 @@ func (s *Stats) snapshot(m map[string]uint64) []Count {
 	sort.Slice(out, func(i, j int) bool { return out[i].Reason < out[j].Reason })
 	return out
 }
+
+func (s *Stats) addFallback() { s.fallbacks.Add(1) }
+
+// StoreFallbacks counts the requests routed on local state because the
+// shared store could not answer (it was down, slow or failing).
+func (s *Stats) StoreFallbacks() uint64 { return s.fallbacks.Load() }

@@ -8,6 +8,7 @@ import (
 	"github.com/duet-serve/duet/orchestrator/frontend"
 	"github.com/duet-serve/duet/orchestrator/queue"
 	"github.com/duet-serve/duet/router"
+	"github.com/duet-serve/duet/router/redisstore"
 	"github.com/duet-serve/duet/tokenizer"
 	"github.com/duet-serve/duet/workers"
 	"github.com/duet-serve/duet/workers/sim"
@@ -22,6 +23,7 @@ type Config struct {
 	Orchestrator orchestrator.Config `mapstructure:"orchestrator"`
 	Queue        queue.Config        `mapstructure:"queue"`
 	Router       router.Config       `mapstructure:"router"`
+	Cluster      redisstore.Config   `mapstructure:"cluster"`
 	Tokenizer    tokenizer.Config    `mapstructure:"tokenizer"`
 	Fleet        workers.Config      `mapstructure:"fleet"`
 	Sim          sim.Config          `mapstructure:"sim"`
@@ -35,6 +37,7 @@ func defaultConfig() Config {
 		Orchestrator: orchestrator.Defaults(),
 		Queue:        queue.Defaults(),
 		Router:       router.Defaults(),
+		Cluster:      redisstore.Defaults(),
 		Tokenizer:    tokenizer.Defaults(),
 		Fleet:        workers.Defaults(),
 		Sim:          sim.Defaults(),
@@ -55,6 +58,7 @@ func (c Config) Validate() error {
 		{"orchestrator", c.Orchestrator},
 		{"queue", c.Queue},
 		{"router", c.Router},
+		{"cluster", c.Cluster},
 		{"tokenizer", c.Tokenizer},
 		{"fleet", c.Fleet},
 		{"sim", c.Sim},

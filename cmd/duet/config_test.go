@@ -38,7 +38,7 @@ func TestConfigPrecedence(t *testing.T) {
 
 func TestConfigErrorsNameTheKey(t *testing.T) {
 	cases := []struct{ name, yaml, want string }{
-		{"unknown top-level", "sever: {port: 1}\n", "config: unknown key sever.port (valid keys in top level: fleet, log, orchestrator, queue, router, server, sim, tokenizer)"},
+		{"unknown top-level", "sever: {port: 1}\n", "config: unknown key sever.port (valid keys in top level: cluster, fleet, log, orchestrator, queue, router, server, sim, tokenizer)"},
 		{"unknown nested", "server: {prot: 1}\n", "config: unknown key server.prot (valid keys in server: admin_token, host, idle_timeout, max_body_bytes, max_concurrency, max_header_bytes, port, read_timeout)"},
 		{"camelCase", "server: {maxBodyBytes: 1}\n", "unknown key server.maxbodybytes"},
 		{"bad enum", "router: {policy: random}\n", `config: router.policy: unknown policy "random" (valid: conversation, round-robin, least-load, consistent-hash, kv-aware)`},
@@ -47,6 +47,8 @@ func TestConfigErrorsNameTheKey(t *testing.T) {
 		{"bad log level", "log: {level: loud}\n", `config: log.level: unknown level "loud" (valid: debug, info, warn, error)`},
 		{"wrong type", "server: {port: many}\n", "server.port"},
 		{"bad duration", "orchestrator: {context_timeout: soon}\n", "context_timeout"},
+		{"bad cluster state", "cluster: {state: etcd}\n", `config: cluster.state: must be local or redis, got "etcd"`},
+		{"bad redis address", "cluster: {state: redis, redis: {address: redis}}\n", `config: cluster.redis.address: must be host:port, got "redis"`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -9,6 +10,7 @@ import (
 	"github.com/duet-serve/duet/orchestrator"
 	"github.com/duet-serve/duet/orchestrator/frontend"
 	"github.com/duet-serve/duet/router"
+	"github.com/duet-serve/duet/router/redisstore"
 	"github.com/duet-serve/duet/workers"
 )
 
@@ -34,24 +36,40 @@ func (s *poolSync) sync() {
 
 // admin is the admin API over the fleet: adding and removing workers
 // changes the fleet (which health-checks added workers like any other);
-// draining is routing state, set on the pool's endpoints.
+// draining is routing state, set on the pool's endpoints. With a shared
+// store every change is also published, and the other replicas apply it.
 type admin struct {
-	fleet *workers.Fleet
-	sync  *poolSync
+	fleet  *workers.Fleet
+	sync   *poolSync
+	shared *redisstore.Store // nil with local state
 }
 
 var _ frontend.Admin = admin{}
 
 // AddWorker adds a pre-launched worker to the fleet. It starts unhealthy
-// and takes traffic once a health check passes.
+// and takes traffic once a health check passes. With a shared store that
+// cannot take the change, the worker is not added.
 func (a admin) AddWorker(m router.Member) error {
 	err := a.fleet.AddWorker(workers.ExternalWorker{Name: m.ID, URL: m.URL, Role: m.Role, BootstrapPort: m.BootstrapPort})
+	if err == nil {
+		if err = a.publish(redisstore.WorkerChange{Op: redisstore.OpAdd, ID: m.ID, URL: m.URL, Role: m.Role, BootstrapPort: m.BootstrapPort}); err != nil {
+			_ = a.fleet.RemoveWorker(m.ID) // an added worker is forgotten: nothing changed
+		}
+	}
 	return a.synced(err)
 }
 
 // RemoveWorker takes a worker out of routing (a fleet worker keeps running;
 // requests in flight finish).
-func (a admin) RemoveWorker(id string) error { return a.synced(a.fleet.RemoveWorker(id)) }
+func (a admin) RemoveWorker(id string) error {
+	ep := a.sync.pool.Get(id)
+	if ep != nil {
+		if err := a.publish(redisstore.WorkerChange{Op: redisstore.OpRemove, ID: id, URL: ep.URL, Role: ep.Role}); err != nil {
+			return err
+		}
+	}
+	return a.synced(a.fleet.RemoveWorker(id))
+}
 
 // SetDraining stops (or resumes) sending new work to a worker.
 func (a admin) SetDraining(id string, draining bool) error {
@@ -59,7 +77,26 @@ func (a admin) SetDraining(id string, draining bool) error {
 	if ep == nil {
 		return fmt.Errorf("%w: worker %q", frontend.ErrNotFound, id)
 	}
+	op := redisstore.OpUndrain
+	if draining {
+		op = redisstore.OpDrain
+	}
+	if err := a.publish(redisstore.WorkerChange{Op: op, ID: id, URL: ep.URL, Role: ep.Role}); err != nil {
+		return err
+	}
 	ep.SetDraining(draining)
+	return nil
+}
+
+// publish shares a change with the other replicas (nothing with local
+// state). A store that cannot take it fails the admin call with 503.
+func (a admin) publish(c redisstore.WorkerChange) error {
+	if a.shared == nil {
+		return nil
+	}
+	if err := a.shared.PublishWorker(context.Background(), c); err != nil {
+		return &orchestrator.Error{Status: http.StatusServiceUnavailable, Message: "admin change not made: " + err.Error()}
+	}
 	return nil
 }
 
@@ -67,10 +104,13 @@ func (a admin) SetDraining(id string, draining bool) error {
 // change is visible to routing when the admin call returns, and maps the
 // fleet's errors to the frontend's.
 func (a admin) synced(err error) error {
+	var oe *orchestrator.Error
 	switch {
 	case err == nil:
 		a.sync.sync()
 		return nil
+	case errors.As(err, &oe):
+		return err
 	case errors.Is(err, workers.ErrWorkerExists):
 		return fmt.Errorf("%w: %w", frontend.ErrConflict, err)
 	case errors.Is(err, workers.ErrUnknownWorker):

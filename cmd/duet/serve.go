@@ -12,6 +12,7 @@ import (
 	"github.com/duet-serve/duet/orchestrator/frontend"
 	"github.com/duet-serve/duet/orchestrator/queue"
 	"github.com/duet-serve/duet/router"
+	"github.com/duet-serve/duet/router/redisstore"
 	"github.com/duet-serve/duet/tokenizer"
 	"github.com/duet-serve/duet/workers"
 	"github.com/prometheus/client_golang/prometheus"
@@ -33,6 +34,7 @@ workers and the frontend on 127.0.0.1:8000.`,
 	}
 	bindSectionFlags(cmd.Flags(), a.v, "server", frontend.Defaults(), "")
 	bindSectionFlags(cmd.Flags(), a.v, "router", router.Defaults(), "")
+	bindSectionFlags(cmd.Flags(), a.v, "cluster", redisstore.Defaults(), "cluster-")
 	return cmd
 }
 
@@ -78,12 +80,17 @@ func runServe(ctx context.Context, cfg Config, log *zap.Logger) error {
 		return err
 	}
 	defer stopAccess()
-	srv, err := buildFrontend(cfg, log, access, tok, reg, q, admin{fleet: fleet, sync: ps})
+	shared, stopCluster, err := startCluster(syncCtx, cfg, ps, reg, log)
+	if err != nil {
+		return err
+	}
+	defer stopCluster()
+	srv, err := buildFrontend(cfg, log, access, tok, reg, q, admin{fleet: fleet, sync: ps, shared: shared})
 	if err != nil {
 		return err
 	}
 	log.Info("duet serving", zap.String("url", "http://"+ln.Addr().String()), zap.String("protocol", cfg.Orchestrator.Protocol),
-		zap.String("policy", cfg.Router.Policy), zap.Strings("models", servedModels(cfg)))
+		zap.String("policy", cfg.Router.Policy), zap.String("state", cfg.Cluster.State), zap.Strings("models", servedModels(cfg)))
 	return srv.Serve(ctx, ln)
 }
 
@@ -104,6 +111,9 @@ func buildFrontend(cfg Config, log, access *zap.Logger, tok *tokenizer.Tokenizer
 	rt, err := router.New(pool, cfg.Router, nil)
 	if err != nil {
 		return nil, err
+	}
+	if a.shared != nil {
+		rt.ShareState(a.shared)
 	}
 	ocfg := cfg.Orchestrator
 	ocfg.Models = servedModels(cfg)

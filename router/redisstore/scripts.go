@@ -1,0 +1,126 @@
+package redisstore
+
+import "github.com/redis/go-redis/v9"
+
+// Key layout, under the configured prefix P:
+//
+//	P s:<session key>   hash  r: the record (record.go), e: the 8-byte end
+//	                          of its previous prompt; expires session_ttl
+//	                          after its last save
+//	P px:<8-byte end>   zset  the sessions whose previous prompt ends there,
+//	                          scored by their expiry (unix ms)
+//	P replicas          zset  live replicas, scored by their last load
+//	                          publication (unix ms, Redis's clock)
+//	P load:<replica>    hash  worker identity -> tokens the replica charges
+//	                          it; expires load_ttl after its publication
+//	P workers           hash  worker identity -> the last admin change to it
+//	                          (JSON, see WorkerChange)
+//
+// Every script reads Redis's own clock (TIME), so replicas' clocks do not
+// need to agree. The scripts name keys they build from ARGV, which a Redis
+// Cluster refuses: duet needs one Redis server (or a primary with replicas).
+
+// findScript returns the session ARGV[2] (as key, record) or, when it is
+// "", the sessions whose previous prompt ends at one of ARGV[5...] (deepest
+// first): the sessions at the first ARGV[4] ends that have any, skipping
+// ends shared by more than ARGV[3] sessions (a common prefix names no one
+// conversation). It drops index entries of expired sessions on its way.
+const findSource = `
+local p = ARGV[1]
+if ARGV[2] ~= '' then
+  local r = redis.call('HGET', p .. 's:' .. ARGV[2], 'r')
+  if r then return {ARGV[2], r} end
+  return {}
+end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local maxPer, maxEnds = tonumber(ARGV[3]), tonumber(ARGV[4])
+local out, ends = {}, 0
+for i = 5, #ARGV do
+  local px = p .. 'px:' .. ARGV[i]
+  if redis.call('EXISTS', px) == 1 then
+    redis.call('ZREMRANGEBYSCORE', px, '-inf', now)
+    local n = redis.call('ZCARD', px)
+    if n > 0 and n <= maxPer then
+      for _, k in ipairs(redis.call('ZRANGE', px, 0, -1)) do
+        local r = redis.call('HGET', p .. 's:' .. k, 'r')
+        if r then
+          out[#out + 1] = k
+          out[#out + 1] = r
+        else
+          redis.call('ZREM', px, k)
+        end
+      end
+      ends = ends + 1
+      if ends >= maxEnds then break end
+    end
+  end
+end
+return out
+`
+
+// saveScript stores session ARGV[2]'s record ARGV[3], whose previous prompt
+// ends at ARGV[4], for ARGV[5] ms, and moves it in the prefix index: out of
+// the end it had, into the new one unless more than ARGV[6] live sessions
+// are there already (then the end is a common prefix Find skips anyway).
+const saveSource = `
+local p, key, rec, e, ttl, maxPer = ARGV[1], ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6])
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local sk = p .. 's:' .. key
+local old = redis.call('HGET', sk, 'e')
+if old and old ~= e then redis.call('ZREM', p .. 'px:' .. old, key) end
+redis.call('HSET', sk, 'r', rec, 'e', e)
+redis.call('PEXPIRE', sk, ttl)
+local px = p .. 'px:' .. e
+redis.call('ZREMRANGEBYSCORE', px, '-inf', now)
+if redis.call('ZSCORE', px, key) or redis.call('ZCARD', px) <= maxPer then
+  redis.call('ZADD', px, now + ttl, key)
+  redis.call('PEXPIRE', px, ttl)
+end
+return 1
+`
+
+// syncScript publishes replica ARGV[2]'s load (ARGV[4...]: identity,
+// tokens pairs) for ARGV[3] ms, forgets replicas silent that long, and
+// returns {live replicas, the other replicas' summed load as identity,
+// tokens pairs, the workers hash}.
+const syncSource = `
+local p, me, ttl = ARGV[1], ARGV[2], tonumber(ARGV[3])
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local reps = p .. 'replicas'
+redis.call('ZADD', reps, now, me)
+redis.call('ZREMRANGEBYSCORE', reps, '-inf', now - ttl)
+local mine = p .. 'load:' .. me
+redis.call('DEL', mine)
+if #ARGV >= 5 then
+  redis.call('HSET', mine, unpack(ARGV, 4))
+  redis.call('PEXPIRE', mine, ttl)
+end
+local live = redis.call('ZRANGE', reps, 0, -1)
+local sum = {}
+for _, r in ipairs(live) do
+  if r ~= me then
+    local f = redis.call('HGETALL', p .. 'load:' .. r)
+    for i = 1, #f, 2 do sum[f[i]] = (sum[f[i]] or 0) + tonumber(f[i + 1]) end
+  end
+end
+local loads = {}
+for k, v in pairs(sum) do
+  loads[#loads + 1] = k
+  loads[#loads + 1] = string.format('%.0f', v)
+end
+return {#live, loads, redis.call('HGETALL', p .. 'workers')}
+`
+
+var (
+	findScript = redis.NewScript(findSource)
+	saveScript = redis.NewScript(saveSource)
+	syncScript = redis.NewScript(syncSource)
+)
+
+// scriptSources lists every script, for loading them into Redis's cache.
+// (Script.Load on a pipeline would clear the Script's hash: go-redis sets
+// it from the reply, which a queued command does not have yet.)
+var scriptSources = []string{findSource, saveSource, syncSource}

@@ -1,0 +1,168 @@
+package redisstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/duet-serve/duet/proto/disagg"
+)
+
+// sync is one load exchange: it publishes this replica's load per worker,
+// sets each endpoint's remote load to the other live replicas' sum, and
+// delivers changed admin changes. While Redis is down it is the reconnect
+// attempt; the first success loads the scripts and marks the store up.
+func (s *Store) sync(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.Redis.Timeout+s.cfg.Redis.DialTimeout)
+	defer cancel()
+	if !s.up.Load() {
+		if err := s.loadScripts(ctx); err != nil {
+			s.setUp(false, err)
+			return
+		}
+	}
+	args := []any{s.prefix, s.replica, s.cfg.LoadTTL.Milliseconds()}
+	for _, ep := range s.pool.All() {
+		if load := ep.LocalLoad(); load > 0 {
+			args = append(args, ep.Identity(), load)
+		}
+	}
+	res, err := s.call(ctx, syncScript, args)
+	if err != nil {
+		return
+	}
+	if err := s.apply(res); err != nil {
+		s.setUp(false, err)
+		return
+	}
+	s.setUp(true, nil)
+}
+
+// loadScripts puts the scripts in Redis's cache: pipelined saves use
+// EVALSHA only, and a restarted Redis has forgotten them.
+func (s *Store) loadScripts(ctx context.Context) error {
+	s.roundTrip.Add(1)
+	pipe := s.client.Pipeline()
+	for _, src := range scriptSources {
+		pipe.ScriptLoad(ctx, src)
+	}
+	_, err := pipe.Exec(ctx)
+	return err
+}
+
+// apply reads syncScript's reply: {live replicas, loads, workers}.
+func (s *Store) apply(res any) error {
+	parts, ok := res.([]any)
+	if !ok || len(parts) != 3 {
+		return fmt.Errorf("redisstore: unexpected sync reply %T", res)
+	}
+	live, _ := parts[0].(int64)
+	s.replicas.Store(live)
+	loads, err := pairs(parts[1])
+	if err != nil {
+		return err
+	}
+	for _, ep := range s.pool.All() {
+		n, _ := strconv.ParseInt(loads[ep.Identity()], 10, 64)
+		ep.SetRemoteLoad(n)
+	}
+	workers, err := pairs(parts[2])
+	if err != nil {
+		return err
+	}
+	s.deliverWorkers(workers)
+	return nil
+}
+
+// pairs reads a flat field, value array into a map.
+func pairs(v any) (map[string]string, error) {
+	flat, ok := v.([]any)
+	if !ok || len(flat)%2 != 0 {
+		return nil, fmt.Errorf("redisstore: unexpected pairs %T", v)
+	}
+	m := make(map[string]string, len(flat)/2)
+	for i := 0; i < len(flat); i += 2 {
+		k, _ := flat[i].(string)
+		v, _ := flat[i+1].(string)
+		m[k] = v
+	}
+	return m, nil
+}
+
+// WorkerChange is an admin change to one worker, shared so that every
+// replica applies what one replica's admin API was told.
+type WorkerChange struct {
+	// Op is add, remove, drain or undrain.
+	Op string `json:"op"`
+	// Member is the worker; for add, everything needed to add it; for the
+	// others, its URL (identity) matters.
+	ID            string      `json:"id"`
+	URL           string      `json:"url"`
+	Role          disagg.Role `json:"role,omitempty"`
+	BootstrapPort int         `json:"bootstrap_port,omitempty"`
+}
+
+// Worker change operations.
+const (
+	OpAdd     = "add"
+	OpRemove  = "remove"
+	OpDrain   = "drain"
+	OpUndrain = "undrain"
+)
+
+// Identity is the worker's identity as router.Endpoint.Identity gives it.
+func (c WorkerChange) Identity() string { return strings.TrimSuffix(c.URL, "/") }
+
+// deliverWorkers hands the admin changes to OnWorkers when they differ from
+// the last delivery, in identity order.
+func (s *Store) deliverWorkers(raw map[string]string) {
+	keys := make([]string, 0, len(raw))
+	for k := range raw {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var sig strings.Builder
+	changes := make([]WorkerChange, 0, len(keys))
+	for _, k := range keys {
+		sig.WriteString(k + "\x00" + raw[k] + "\x00")
+		var c WorkerChange
+		if json.Unmarshal([]byte(raw[k]), &c) == nil && c.Identity() == k {
+			changes = append(changes, c)
+		}
+	}
+	if s.delivered && sig.String() == s.workers {
+		return
+	}
+	s.workers, s.delivered = sig.String(), true
+	if s.opts.OnWorkers != nil {
+		s.opts.OnWorkers(changes)
+	}
+}
+
+// ErrNotShared is returned by PublishWorker while Redis is down: the change
+// would reach only this replica.
+var ErrNotShared = errors.New("the shared store is down: the change would not reach the other replicas")
+
+// PublishWorker records an admin change for every replica (they apply it
+// on their next sync).
+func (s *Store) PublishWorker(ctx context.Context, c WorkerChange) error {
+	if !s.up.Load() {
+		return ErrNotShared
+	}
+	raw, err := json.Marshal(c)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.Redis.Timeout)
+	defer cancel()
+	s.roundTrip.Add(1)
+	if err := s.client.HSet(ctx, s.prefix+"workers", c.Identity(), raw).Err(); err != nil {
+		s.setUp(false, err)
+		return fmt.Errorf("%w: %w", ErrNotShared, err)
+	}
+	return nil
+}

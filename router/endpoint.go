@@ -29,7 +29,9 @@ type Endpoint struct {
 	draining atomic.Bool
 	load     atomic.Int64 // token-weighted load of this replica's live leases
 	remote   atomic.Int64 // the other duet replicas' load, as the shared store last said
-	inflight atomic.Int64 // live leases
+	// loadChanged is the pool's load signal (nil outside a pool).
+	loadChanged chan struct{}
+	inflight    atomic.Int64 // live leases
 
 	// Passive health (outlier.go).
 	ejectedUntil atomic.Int64 // unix nanoseconds; out of routing before it
@@ -100,7 +102,17 @@ func (e *Endpoint) Acquire(tokens int64) *Lease {
 	}
 	e.load.Add(tokens)
 	e.inflight.Add(1)
+	e.signalLoad()
 	return &Lease{ep: e, tokens: tokens}
+}
+
+// signalLoad tells the pool's reader that the load changed, without
+// waiting.
+func (e *Endpoint) signalLoad() {
+	select {
+	case e.loadChanged <- struct{}{}:
+	default:
+	}
 }
 
 // Lease is load charged to one endpoint for one phase of one request.
@@ -124,4 +136,5 @@ func (l *Lease) Release() {
 	}
 	l.ep.load.Add(-l.tokens)
 	l.ep.inflight.Add(-1)
+	l.ep.signalLoad()
 }

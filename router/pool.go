@@ -29,6 +29,9 @@ type Pool struct {
 	mu       sync.Mutex
 	snapshot atomic.Pointer[poolSnapshot]
 	onChange []func()
+	// loadChanged gets a value (coalesced, never blocking) when a lease of
+	// one of the pool's endpoints is taken or refunded.
+	loadChanged chan struct{}
 }
 
 // poolSnapshot is immutable once published.
@@ -40,7 +43,7 @@ type poolSnapshot struct {
 
 // NewPool returns an empty pool.
 func NewPool() *Pool {
-	p := &Pool{}
+	p := &Pool{loadChanged: make(chan struct{}, 1)}
 	p.snapshot.Store(&poolSnapshot{byID: map[string]*Endpoint{}})
 	return p
 }
@@ -71,6 +74,7 @@ func (p *Pool) Sync(members []Member) bool {
 		if !ok || ep.URL != m.URL || ep.Role != m.Role || ep.BootstrapPort != m.BootstrapPort {
 			ep = NewEndpoint(m.ID, m.URL, m.Role)
 			ep.BootstrapPort = m.BootstrapPort
+			ep.loadChanged = p.loadChanged
 			changed = true
 		}
 		ep.healthy.Store(m.Healthy)
@@ -90,6 +94,11 @@ func (p *Pool) Sync(members []Member) bool {
 	}
 	return changed
 }
+
+// LoadChanged receives a value after a lease of one of the pool's workers
+// was taken or refunded (signals coalesce: read the loads on a value). It
+// has one reader: the shared store's publisher.
+func (p *Pool) LoadChanged() <-chan struct{} { return p.loadChanged }
 
 // Version counts membership changes; it is unchanged by health updates.
 func (p *Pool) Version() uint64 { return p.snapshot.Load().version }

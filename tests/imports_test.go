@@ -10,14 +10,18 @@ import (
 
 const module = "github.com/duet-serve/duet"
 
+// redisClient is imported only by router/redisstore (and cmd, which wires it).
+const redisClient = "github.com/redis/go-redis/v9"
+
 // TestImportRules pins DESIGN.md's package edges.
 func TestImportRules(t *testing.T) {
 	cases := []struct {
 		pkg       string
 		forbidden []string
 	}{
-		{"./orchestrator/...", []string{module + "/workers", module + "/cmd", module + "/tests"}},
+		{"./orchestrator/...", []string{module + "/workers", module + "/cmd", module + "/tests", redisClient}},
 		{"./router/...", []string{module + "/orchestrator", module + "/workers", "github.com/valyala/fasthttp"}},
+		{"./router", []string{module + "/router/redisstore", redisClient}}, // the store is behind router.SharedState
 		{"./tokenizer/...", []string{module + "/proto", module + "/router", module + "/orchestrator", module + "/workers"}},
 		{"./proto/...", []string{module + "/tokenizer", module + "/router", module + "/orchestrator", module + "/workers"}},
 		{"./workers", []string{module + "/router", module + "/orchestrator"}},

@@ -20,23 +20,26 @@ import "github.com/redis/go-redis/v9"
 // need to agree. The scripts name keys they build from ARGV, which a Redis
 // Cluster refuses: duet needs one Redis server (or a primary with replicas).
 
-// findScript returns the session ARGV[2] (as key, record) or, when it is
-// "", the sessions whose previous prompt ends at one of ARGV[5...] (deepest
-// first): the sessions at the first ARGV[4] ends that have any, skipping
-// ends shared by more than ARGV[3] sessions (a common prefix names no one
-// conversation). It drops index entries of expired sessions on its way.
-const findSource = `
+// findSource returns {sessions, load}. sessions is the session ARGV[2] (as
+// key, record) or, when it is "", the sessions whose previous prompt ends
+// at one of ARGV[6...] (deepest first): the sessions at the first ARGV[4]
+// ends that have any, skipping ends shared by more than ARGV[3] sessions (a
+// common prefix names no one conversation); it drops index entries of
+// expired sessions on its way. load is the live replicas' summed load but
+// replica ARGV[5]'s, as othersLoad returns it: read on the routing path, it
+// is as fresh as the other replicas' last publication.
+const findSource = nowLua + othersLoadLua + `
 local p = ARGV[1]
+local loads = othersLoad(p, ARGV[5])
 if ARGV[2] ~= '' then
   local r = redis.call('HGET', p .. 's:' .. ARGV[2], 'r')
-  if r then return {ARGV[2], r} end
-  return {}
+  if r then return {{ARGV[2], r}, loads} end
+  return {{}, loads}
 end
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now = nowMs()
 local maxPer, maxEnds = tonumber(ARGV[3]), tonumber(ARGV[4])
 local out, ends = {}, 0
-for i = 5, #ARGV do
+for i = 6, #ARGV do
   local px = p .. 'px:' .. ARGV[i]
   if redis.call('EXISTS', px) == 1 then
     redis.call('ZREMRANGEBYSCORE', px, '-inf', now)
@@ -56,17 +59,16 @@ for i = 5, #ARGV do
     end
   end
 end
-return out
+return {out, loads}
 `
 
-// saveScript stores session ARGV[2]'s record ARGV[3], whose previous prompt
+// saveSource stores session ARGV[2]'s record ARGV[3], whose previous prompt
 // ends at ARGV[4], for ARGV[5] ms, and moves it in the prefix index: out of
 // the end it had, into the new one unless more than ARGV[6] live sessions
 // are there already (then the end is a common prefix Find skips anyway).
-const saveSource = `
+const saveSource = nowLua + `
 local p, key, rec, e, ttl, maxPer = ARGV[1], ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6])
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now = nowMs()
 local sk = p .. 's:' .. key
 local old = redis.call('HGET', sk, 'e')
 if old and old ~= e then redis.call('ZREM', p .. 'px:' .. old, key) end
@@ -81,14 +83,12 @@ end
 return 1
 `
 
-// syncScript publishes replica ARGV[2]'s load (ARGV[4...]: identity,
+// syncSource publishes replica ARGV[2]'s load (ARGV[4...]: identity,
 // tokens pairs) for ARGV[3] ms, forgets replicas silent that long, and
-// returns {live replicas, the other replicas' summed load as identity,
-// tokens pairs, the workers hash}.
-const syncSource = `
+// returns {live replicas, the others' load (othersLoad), the workers hash}.
+const syncSource = nowLua + othersLoadLua + `
 local p, me, ttl = ARGV[1], ARGV[2], tonumber(ARGV[3])
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now = nowMs()
 local reps = p .. 'replicas'
 redis.call('ZADD', reps, now, me)
 redis.call('ZREMRANGEBYSCORE', reps, '-inf', now - ttl)
@@ -98,20 +98,37 @@ if #ARGV >= 5 then
   redis.call('HSET', mine, unpack(ARGV, 4))
   redis.call('PEXPIRE', mine, ttl)
 end
-local live = redis.call('ZRANGE', reps, 0, -1)
-local sum = {}
-for _, r in ipairs(live) do
-  if r ~= me then
-    local f = redis.call('HGETALL', p .. 'load:' .. r)
-    for i = 1, #f, 2 do sum[f[i]] = (sum[f[i]] or 0) + tonumber(f[i + 1]) end
+return {redis.call('ZCARD', reps), othersLoad(p, me), redis.call('HGETALL', p .. 'workers')}
+`
+
+// nowLua defines nowMs: Redis's clock in unix milliseconds.
+const nowLua = `
+local function nowMs()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+`
+
+// othersLoadLua defines othersLoad(prefix, me): the load every live
+// replica but me publishes, summed per worker identity, as a flat
+// identity, tokens array. (A replica past load_ttl has left the replicas
+// set at its peers' last sync, and its load hash has expired.)
+const othersLoadLua = `
+local function othersLoad(p, me)
+  local sum = {}
+  for _, r in ipairs(redis.call('ZRANGE', p .. 'replicas', 0, -1)) do
+    if r ~= me then
+      local f = redis.call('HGETALL', p .. 'load:' .. r)
+      for i = 1, #f, 2 do sum[f[i]] = (sum[f[i]] or 0) + tonumber(f[i + 1]) end
+    end
   end
+  local out = {}
+  for k, v in pairs(sum) do
+    out[#out + 1] = k
+    out[#out + 1] = string.format('%.0f', v)
+  end
+  return out
 end
-local loads = {}
-for k, v in pairs(sum) do
-  loads[#loads + 1] = k
-  loads[#loads + 1] = string.format('%.0f', v)
-end
-return {#live, loads, redis.call('HGETALL', p .. 'workers')}
 `
 
 var (

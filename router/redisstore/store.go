@@ -133,8 +133,8 @@ func (s *Store) Find(key string, ends []uint64) ([]router.SessionRecord, error) 
 	if !s.up.Load() {
 		return nil, router.ErrStoreDown
 	}
-	args := make([]any, 0, 4+len(ends))
-	args = append(args, s.prefix, key, maxPerEnd, maxMatchEnds)
+	args := make([]any, 0, 5+len(ends))
+	args = append(args, s.prefix, key, maxPerEnd, maxMatchEnds, s.replica)
 	for _, e := range ends {
 		args = append(args, endKey(e))
 	}
@@ -148,7 +148,14 @@ func (s *Store) Find(key string, ends []uint64) ([]router.SessionRecord, error) 
 	if err != nil {
 		return nil, err
 	}
-	return decodeFound(res)
+	parts, ok := res.([]any)
+	if !ok || len(parts) != 2 {
+		return nil, fmt.Errorf("redisstore: unexpected find reply %T", res)
+	}
+	if err := s.setRemoteLoads(parts[1]); err != nil {
+		return nil, err
+	}
+	return decodeFound(parts[0])
 }
 
 // decodeFound reads findScript's (key, record) pairs; a malformed record
@@ -156,7 +163,7 @@ func (s *Store) Find(key string, ends []uint64) ([]router.SessionRecord, error) 
 func decodeFound(res any) ([]router.SessionRecord, error) {
 	flat, ok := res.([]any)
 	if !ok || len(flat)%2 != 0 {
-		return nil, fmt.Errorf("redisstore: unexpected find reply %T", res)
+		return nil, fmt.Errorf("redisstore: unexpected find records %T", res)
 	}
 	out := make([]router.SessionRecord, 0, len(flat)/2)
 	for i := 0; i < len(flat); i += 2 {
@@ -216,8 +223,13 @@ func (s *Store) setUp(up bool, err error) {
 	}
 }
 
-// Run syncs load (and reconnects) every load_interval and writes queued
-// saves until ctx ends; then it closes the connections.
+// publishGap is the least time between two load syncs: a replica whose
+// load changes all the time publishes at most this often.
+const publishGap = 2 * time.Millisecond
+
+// Run syncs load (and reconnects) every load_interval and soon after this
+// replica's load changed, and writes queued saves, until ctx ends; then it
+// closes the connections.
 func (s *Store) Run(ctx context.Context) {
 	done := make(chan struct{})
 	go func() { defer close(done); s.writeSaves(ctx) }()
@@ -231,6 +243,8 @@ func (s *Store) Run(ctx context.Context) {
 			_ = s.client.Close()
 			return
 		case <-tick.C:
+		case <-s.pool.LoadChanged():
+			time.Sleep(publishGap) // let a burst of changes coalesce
 		}
 	}
 }

@@ -34,7 +34,12 @@ func newReplica(t *testing.T, addr string, ttl time.Duration) *replica {
 	cfg := Defaults()
 	cfg.State, cfg.Redis.Address, cfg.Redis.Timeout = StateRedis, addr, time.Second
 	s, err := New(cfg, r.pool, Options{SessionTTL: ttl,
-		OnState: func(up bool, err error) { t.Log("state", up, err); r.mu.Lock(); r.states = append(r.states, up); r.mu.Unlock() },
+		OnState: func(up bool, err error) {
+			t.Log("state", up, err)
+			r.mu.Lock()
+			r.states = append(r.states, up)
+			r.mu.Unlock()
+		},
 		OnWorkers: func(c []WorkerChange) { r.mu.Lock(); r.seen = append(r.seen, c); r.mu.Unlock() }})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = s.client.Close() })
@@ -157,6 +162,33 @@ func TestLoadIsSummedOverLiveReplicas(t *testing.T) {
 	a.syncNow()
 	c.syncNow()
 	require.Equal(t, int64(0), c.pool.Get("ctx-0").Load(), "a released lease leaves the sum")
+}
+
+func TestFindReadsTheOthersLoad(t *testing.T) {
+	srv := redistest.Start(t)
+	a, b := newReplica(t, srv.Addr(), time.Minute), newReplica(t, srv.Addr(), time.Minute)
+	a.syncNow()
+	b.syncNow()
+	l := a.pool.Get("ctx-0").Acquire(70)
+	defer l.Release()
+	a.syncNow() // a publishes; b has not synced since
+	require.Zero(t, b.pool.Get("ctx-0").Load())
+	_, err := b.store.Find("any", nil)
+	require.NoError(t, err)
+	require.Equal(t, int64(70), b.pool.Get("ctx-0").Load(), "the routing call brings the others' load")
+}
+
+func TestLoadChangeIsSignalled(t *testing.T) {
+	p := newReplica(t, "127.0.0.1:1", time.Minute).pool
+	l := p.Get("ctx-0").Acquire(1)
+	<-p.LoadChanged()
+	l.Release()
+	<-p.LoadChanged()
+	select {
+	case <-p.LoadChanged():
+		t.Fatal("one signal per change at most")
+	default:
+	}
 }
 
 func TestSilentReplicaDropsOut(t *testing.T) {

@@ -62,7 +62,20 @@ func (s *Store) apply(res any) error {
 	}
 	live, _ := parts[0].(int64)
 	s.replicas.Store(live)
-	loads, err := pairs(parts[1])
+	if err := s.setRemoteLoads(parts[1]); err != nil {
+		return err
+	}
+	workers, err := pairs(parts[2])
+	if err != nil {
+		return err
+	}
+	s.deliverWorkers(workers)
+	return nil
+}
+
+// setRemoteLoads sets each endpoint's remote load from othersLoad's reply.
+func (s *Store) setRemoteLoads(reply any) error {
+	loads, err := pairs(reply)
 	if err != nil {
 		return err
 	}
@@ -70,11 +83,6 @@ func (s *Store) apply(res any) error {
 		n, _ := strconv.ParseInt(loads[ep.Identity()], 10, 64)
 		ep.SetRemoteLoad(n)
 	}
-	workers, err := pairs(parts[2])
-	if err != nil {
-		return err
-	}
-	s.deliverWorkers(workers)
 	return nil
 }
 

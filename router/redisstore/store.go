@@ -225,7 +225,7 @@ func (s *Store) setUp(up bool, err error) {
 
 // publishGap is the least time between two load syncs: a replica whose
 // load changes all the time publishes at most this often.
-const publishGap = 2 * time.Millisecond
+const publishGap = 10 * time.Millisecond
 
 // Run syncs load (and reconnects) every load_interval and soon after this
 // replica's load changed, and writes queued saves, until ctx ends; then it

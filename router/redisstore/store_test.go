@@ -24,7 +24,7 @@ type replica struct {
 	seen   [][]WorkerChange
 }
 
-func newReplica(t *testing.T, addr string, ttl time.Duration) *replica {
+func newReplica(t testing.TB, addr string, ttl time.Duration) *replica {
 	t.Helper()
 	r := &replica{pool: router.NewPool()}
 	r.pool.Sync([]router.Member{
@@ -288,4 +288,32 @@ func TestConfigErrorsNameTheKey(t *testing.T) {
 		require.ErrorContains(t, cfg.Validate(), key)
 	}
 	require.NoError(t, Defaults().Validate())
+}
+
+// BenchmarkFind is one routing-path call against a real Redis: a session
+// by key, and a 4k-token prompt's 128 ends without a match (a new
+// conversation: the costliest lookup).
+func BenchmarkFind(b *testing.B) {
+	srv := redistest.Start(b)
+	r := newReplica(b, srv.Addr(), time.Minute)
+	r.syncNow()
+	r.saveNow(router.SessionRecord{Key: "conv", Ctx: "http://127.0.0.1:9100", Gen: "http://127.0.0.1:9200", End: 1, EndDepth: 1})
+	ends := make([]uint64, 128)
+	for i := range ends {
+		ends[i] = uint64(1000 + i)
+	}
+	b.Run("key", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := r.store.Find("conv", nil); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("prefix-miss-128", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := r.store.Find("", ends); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }

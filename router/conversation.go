@@ -1,6 +1,7 @@
 package router
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strings"
@@ -56,19 +57,20 @@ func newConversation(cfg Config, now func() time.Time, stats *Stats, pool *Pool)
 }
 
 func (c *Conversation) pick(req *Request, ctxCands, genCands []*Endpoint) choice {
-	found, answered := c.find(req) // outside the lock: it may wait for the store
+	found, answered, down := c.find(req) // outside the lock: it may wait for the store
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := c.now()
 	c.table.expire(now)
 	s, ch := c.lookup(req, found, answered, now)
-	if c.shared != nil && !answered && req.SessionKey != "" {
+	if down && req.SessionKey != "" {
 		c.hashPins(s, ctxCands, genCands)
 	}
 	c.placeLegs(s, &ch, req, ctxCands, genCands)
 	c.table.touch(s, now)
 	s.inflight++
 	c.index.record(s, req.Tokens, req.Hashes)
+	s.unread = c.shared != nil && !answered
 	c.save(s)
 	ch.session = s.key
 	return ch.charge(req)
@@ -77,10 +79,12 @@ func (c *Conversation) pick(req *Request, ctxCands, genCands []*Endpoint) choice
 // find asks the shared store for the request's session (by key, else the
 // sessions its prompt may continue). answered is false with local state and
 // when the store could not answer: then the request is routed on local
-// state, and a fallback is counted.
-func (c *Conversation) find(req *Request) (found []SessionRecord, answered bool) {
+// state, and a fallback is counted. down is true when the store is known to
+// be down (not merely slow once): then sessions with an id are placed by
+// rendezvous hashing, as on every replica.
+func (c *Conversation) find(req *Request) (found []SessionRecord, answered, down bool) {
 	if c.shared == nil {
-		return nil, false
+		return nil, false, false
 	}
 	var ends []uint64
 	if req.SessionKey == "" {
@@ -89,9 +93,9 @@ func (c *Conversation) find(req *Request) (found []SessionRecord, answered bool)
 	found, err := c.shared.Find(req.SessionKey, ends)
 	if err != nil {
 		c.stats.addFallback()
-		return nil, false
+		return nil, false, errors.Is(err, ErrStoreDown)
 	}
-	return found, true
+	return found, true, false
 }
 
 // lookup finds the request's session: by key, else by prefix, else a new
@@ -173,9 +177,12 @@ func (c *Conversation) hashPins(s *session, ctxCands, genCands []*Endpoint) {
 	c.table.pin(s, ctx.ID, gen.ID)
 }
 
-// save hands the session's state to the shared store (nil: local only).
+// save hands the session's state to the shared store (nil: local only),
+// unless the store could not be read for the session's last request: this
+// replica's copy may then be stale, and writing it would overwrite a record
+// other replicas keep up to date.
 func (c *Conversation) save(s *session) {
-	if c.shared == nil {
+	if c.shared == nil || s.unread {
 		return
 	}
 	c.shared.Save(SessionRecord{Key: s.key, Ctx: c.identityOf(s.ctx), Gen: c.identityOf(s.gen),

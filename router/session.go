@@ -32,6 +32,10 @@ type session struct {
 	// ctxLost and genLost mark a leg whose worker was removed: the next
 	// request re-picks it and is reported as a re-pin.
 	ctxLost, genLost bool
+	// unread is true when the shared store could not be read for the
+	// session's last request: its state is not saved (see
+	// Conversation.save).
+	unread bool
 }
 
 // idle reports whether s has been idle longer than ttl at now.

@@ -18,7 +18,9 @@ type SharedState interface {
 	// "", the sessions whose previous prompt ends at one of ends (chained
 	// block hashes, deepest first; see SessionRecord.End). It returns
 	// ErrStoreDown at once, without a call, while the store is known to be
-	// down.
+	// down (the replicas then place sessions by rendezvous hashing); any
+	// other error is a call that failed once (the request is routed on this
+	// replica's state).
 	Find(key string, ends []uint64) ([]SessionRecord, error)
 	// Save records a session's state. It may return before the store has
 	// it, and drops it while the store is down.

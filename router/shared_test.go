@@ -17,6 +17,7 @@ type memStore struct {
 	mu    sync.Mutex
 	recs  map[string]SessionRecord
 	down  bool
+	slow  bool // calls fail, but the store is not known to be down
 	finds int
 }
 
@@ -28,6 +29,9 @@ func (m *memStore) Find(key string, ends []uint64) ([]SessionRecord, error) {
 	m.finds++
 	if m.down {
 		return nil, ErrStoreDown
+	}
+	if m.slow {
+		return nil, errors.New("i/o timeout")
 	}
 	if key != "" {
 		if r, ok := m.recs[key]; ok {
@@ -157,6 +161,46 @@ func TestStoreDownMovesAPinOnceAndBackUpSharesAgain(t *testing.T) {
 	up := route(t, rs[1], req("conv", tokens(0, 22)))
 	require.Equal(t, DecisionSticky, up.Decision)
 	require.Equal(t, urls(first), urls(up), "the store's record wins again once it answers")
+}
+
+func TestSlowStoreKeepsTheLocalPin(t *testing.T) {
+	store := newMemStore()
+	rs := replicas(t, 1, store)
+	first := route(t, rs[0], req("conv", tokens(0, 10)))
+	store.mu.Lock()
+	store.slow = true
+	store.mu.Unlock()
+	for i := 0; i < 5; i++ {
+		p := route(t, rs[0], req("conv", tokens(0, 14+4*i)))
+		require.Equal(t, DecisionSticky, p.Decision)
+		require.Equal(t, urls(first), urls(p), "one slow call is no reason to move a session")
+	}
+	require.Equal(t, uint64(5), rs[0].Stats().StoreFallbacks())
+	require.Zero(t, breakCount(rs[0], reasonStoreDown))
+}
+
+func TestSlowStoreDoesNotOverwriteWhatItCouldNotRead(t *testing.T) {
+	store := newMemStore()
+	rs := replicas(t, 2, store)
+	first := route(t, rs[0], req("conv", tokens(0, 10)))
+	store.mu.Lock()
+	store.slow = true
+	store.mu.Unlock()
+	// Replica 1 never saw the session: it places it as new, on local state,
+	// away from the pair's busy ctx worker.
+	for _, ep := range rs[1].Pool().All() {
+		if ep.Identity() == first.Ctx.Endpoint().Identity() {
+			l := ep.Acquire(1000)
+			defer l.Release()
+		}
+	}
+	require.NotEqual(t, urls(first), urls(route(t, rs[1], req("conv", tokens(0, 14)))))
+	store.mu.Lock()
+	store.slow = false
+	store.mu.Unlock()
+	rec, _ := store.Find("conv", nil)
+	require.Equal(t, first.Ctx.Endpoint().Identity(), rec[0].Ctx, "the record replica 1 could not read is left as it was")
+	require.Equal(t, urls(first), urls(route(t, rs[0], req("conv", tokens(0, 18)))))
 }
 
 func TestStoredPinOfUnknownWorkerIsRepicked(t *testing.T) {

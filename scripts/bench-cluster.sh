@@ -135,6 +135,18 @@ store_cost() { # $1 replicas, $2 requests
     END { if (n == 0) { printf "n/a"; exit } printf "%.2f round trips/request (%d finds), find p50 %.3f ms, p99 %.3f ms", rt / req, n, q(0.5), q(0.99) }'
 }
 
+# routing prints the replicas' route decisions, affinity breaks and store fallbacks, summed.
+routing() { # $1 replicas
+  local i
+  for i in $(seq 0 $(($1 - 1))); do curl -s "http://127.0.0.1:$((PORT + i))/metrics"; done | awk '
+    /^duet_route_decisions_total\{/ { match($0, /decision="[^"]+"/); d[substr($0, RSTART + 10, RLENGTH - 11)] += $NF }
+    /^duet_router_affinity_breaks_total\{/ { match($0, /reason="[^"]+"/); b[substr($0, RSTART + 8, RLENGTH - 9)] += $NF }
+    /^duet_router_store_fallbacks_total/ { f += $NF }
+    END { printf "decisions"; for (k in d) printf " %s=%d", k, d[k]
+          printf "; breaks"; for (k in b) printf " %s=%d", k, b[k]
+          printf "; store fallbacks %d", f }'
+}
+
 DIRS=()
 NOTES=()
 for run in $(seq 1 "$RUNS"); do
@@ -160,7 +172,7 @@ for run in $(seq 1 "$RUNS"); do
     ./bin/duet bench -m "$MODEL" "${targets[@]}" --url-strategy turn_round_robin "${WORKLOAD[@]}" --label "$setup" \
       --artifact-dir "$dir" --no-progress >"$WORK/bench-$setup-$run.txt"
     requests=$(wc -l <"$dir/profile_export.jsonl")
-    note="$setup run $run: ctx prefill imbalance $(imbalance)"
+    note="$setup run $run: ctx prefill imbalance $(imbalance); $(routing "$n")"
     [ "$state" = redis ] && note+="; store: $(store_cost "$n" "$requests")"
     NOTES+=("$note")
     echo "$note" >&2

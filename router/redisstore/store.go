@@ -12,6 +12,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -62,7 +63,8 @@ type Store struct {
 	replica string
 
 	up        atomic.Bool
-	stateMu   sync.Mutex // serialises up/down changes and their OnState calls
+	failures  atomic.Int32 // calls failed in a row
+	stateMu   sync.Mutex   // serialises up/down changes and their OnState calls
 	saves     chan router.SessionRecord
 	dropped   atomic.Uint64
 	roundTrip atomic.Uint64
@@ -190,16 +192,31 @@ func (s *Store) Save(rec router.SessionRecord) {
 	}
 }
 
-// call runs a script and keeps the up/down state: a failure marks the store
-// down (Find stops calling it), a success marks it up.
+// downAfter is how many calls in a row may fail (time out, mostly) before
+// the store counts as down; a refused connection counts at once. One slow
+// call routes one request on local state; a store that keeps failing is
+// left alone until a sync reaches it again.
+const downAfter = 3
+
+// call runs a script and keeps the up/down state (see failed).
 func (s *Store) call(ctx context.Context, script *redis.Script, args []any) (any, error) {
 	s.roundTrip.Add(1)
 	res, err := script.Run(ctx, s.client, nil, args...).Result()
 	if err != nil && !errors.Is(err, redis.Nil) {
-		s.setUp(false, err)
+		s.failed(err)
 		return nil, err
 	}
+	s.failures.Store(0)
 	return res, nil
+}
+
+// failed counts a failed call and marks the store down after downAfter in
+// a row, or at once when Redis refused the connection.
+func (s *Store) failed(err error) {
+	var op *net.OpError
+	if s.failures.Add(1) >= downAfter || (errors.As(err, &op) && op.Op == "dial") {
+		s.setUp(false, err)
+	}
 }
 
 // setUp records whether Redis answers, reporting changes once.
@@ -212,6 +229,7 @@ func (s *Store) setUp(up bool, err error) {
 	if s.up.Swap(up) == up {
 		return
 	}
+	s.failures.Store(0)
 	if !up {
 		s.replicas.Store(0)
 		for _, ep := range s.pool.All() {
@@ -281,6 +299,6 @@ func (s *Store) writeBatch(ctx context.Context, batch []router.SessionRecord) {
 	s.roundTrip.Add(1)
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		s.dropped.Add(uint64(len(batch)))
-		s.setUp(false, err)
+		s.failed(err)
 	}
 }

@@ -242,6 +242,29 @@ func TestStoreDownAndBack(t *testing.T) {
 	require.Equal(t, []bool{true, false, true}, a.states, "one report per change")
 }
 
+func TestSlowCallsMarkTheStoreDownOnlyInARow(t *testing.T) {
+	srv := redistest.Start(t)
+	a := newReplica(t, srv.Addr(), time.Minute)
+	a.syncNow()
+	a.store.cfg.Redis.Timeout = 30 * time.Millisecond
+	stall := newReplica(t, srv.Addr(), time.Minute).store.client
+	blocked := make(chan error, 1)
+	go func() { blocked <- stall.Do(context.Background(), "DEBUG", "SLEEP", "0.5").Err() }()
+	time.Sleep(100 * time.Millisecond) // the server is asleep
+	for i := 1; i < downAfter; i++ {
+		_, err := a.store.Find("s", nil)
+		require.Error(t, err)
+		require.False(t, errors.Is(err, router.ErrStoreDown), "call %d: a slow call is not an outage", i)
+		require.True(t, a.store.Up())
+	}
+	_, err := a.store.Find("s", nil)
+	require.Error(t, err)
+	require.False(t, a.store.Up(), "%d slow calls in a row are", downAfter)
+	require.NoError(t, <-blocked)
+	a.syncNow()
+	require.True(t, a.store.Up())
+}
+
 func TestWorkerChangesReachEveryReplica(t *testing.T) {
 	srv := redistest.Start(t)
 	a, b := newReplica(t, srv.Addr(), time.Minute), newReplica(t, srv.Addr(), time.Minute)

@@ -36,7 +36,7 @@ func (s *Store) sync(ctx context.Context) {
 		return
 	}
 	if err := s.apply(res); err != nil {
-		s.setUp(false, err)
+		s.failed(err)
 		return
 	}
 	s.setUp(true, nil)
@@ -169,7 +169,7 @@ func (s *Store) PublishWorker(ctx context.Context, c WorkerChange) error {
 	defer cancel()
 	s.roundTrip.Add(1)
 	if err := s.client.HSet(ctx, s.prefix+"workers", c.Identity(), raw).Err(); err != nil {
-		s.setUp(false, err)
+		s.failed(err)
 		return fmt.Errorf("%w: %w", ErrNotShared, err)
 	}
 	return nil

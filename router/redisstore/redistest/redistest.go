@@ -61,7 +61,8 @@ func (s *Server) Restart() {
 func (s *Server) start() {
 	s.t.Helper()
 	cmd := exec.Command("redis-server", "--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--dir", s.dir, "--loglevel", "warning")
+		"--save", "", "--appendonly", "no", "--dir", s.dir, "--loglevel", "warning",
+		"--enable-debug-command", "local") // DEBUG SLEEP makes a slow store
 	if err := cmd.Start(); err != nil {
 		s.t.Fatalf("starting redis-server: %v", err)
 	}

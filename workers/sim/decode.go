@@ -87,7 +87,7 @@ func (s *Server) decode(r *run, sink tokenSink, paced bool) (decodeResult, error
 			res.finish = openai.FinishLength
 			break
 		}
-		sched.advance(s.model.itl(int(s.sched.running.Load()), r.fault.slow))
+		sched.advance(s.model.ITL(int(s.sched.running.Load()), r.fault.slow))
 	}
 	// EOS or length: text held back for a stop string that never came.
 	if rest := st.rest(); rest != "" {

@@ -119,7 +119,7 @@
 //     block on; the running count is an atomic written under it and read
 //     lock-free by decode loops. A pin's watch (SGLang) is closed under it
 //     when the pin is taken or dropped.
-//   - prefillQueue.mu guards the prefill server's busy-until time.
+//   - model.PrefillQueue.mu guards the prefill server's busy-until time.
 //   - faults.mu guards the fault settings and their random source.
 //   - counters are atomics.
 //

@@ -100,7 +100,7 @@ func (s *Server) handleCompletion(ctx *fasthttp.RequestCtx, kind endpointKind) {
 // behind.
 func (s *Server) start(j *job, arrival time.Time, f faultDraw) (*run, *httpError) {
 	bs := s.cfg.BlockSize
-	spec := admitSpec{hashes: j.hashes, totalBlocks: s.sched.kv.blocksFor(len(j.prompt) + j.limit)}
+	spec := admitSpec{hashes: j.hashes, totalBlocks: s.sched.kv.BlocksFor(len(j.prompt) + j.limit)}
 	if j.phase == phaseGeneration {
 		spec.maxMatch = len(j.hashes) // the whole prompt's KV is needed
 	} else {
@@ -128,9 +128,9 @@ func (s *Server) start(j *job, arrival time.Time, f faultDraw) (*run, *httpError
 	if j.phase != phaseGeneration {
 		s.metrics.promptTokens.Add(uint64(len(j.prompt)))
 		uncached := len(j.prompt) - r.cached
-		r.modelled = s.model.prefill(uncached, f.slow)
-		_, computed := s.prefillQ.reserve(now, s.model.prefillCompute(uncached, f.slow))
-		r.firstAt = computed.Add(s.model.overhead(f.slow))
+		r.modelled = s.model.Prefill(uncached, f.slow)
+		_, computed := s.prefillQ.Reserve(now, s.model.PrefillCompute(uncached, f.slow))
+		r.firstAt = computed.Add(s.model.Overhead(f.slow))
 		s.metrics.prefillTokens.Add(uint64(uncached))
 		s.metrics.addDuration(&s.metrics.prefillNanos, r.modelled)
 		return r, nil
@@ -146,7 +146,7 @@ func (s *Server) start(j *job, arrival time.Time, f faultDraw) (*run, *httpError
 		return nil, herr
 	}
 	missing := len(j.prompt) - r.cached
-	r.modelled = s.model.transfer(missing, f.slow)
+	r.modelled = s.model.Transfer(missing, f.slow)
 	r.firstAt = now.Add(r.modelled)
 	s.metrics.transferTokens.Add(uint64(missing))
 	s.metrics.transferSkipped.Add(uint64(r.cached))

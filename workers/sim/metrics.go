@@ -70,7 +70,7 @@ func (m *metrics) write(w io.Writer, model string, st schedStats) {
 	e := expo{w: w, labels: `model_name="` + escapeLabel(model) + `"`}
 	e.gauge("vllm:num_requests_running", "Number of requests in model execution batches.", float64(st.Running))
 	e.gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.", float64(st.Waiting))
-	e.gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", st.KV.usage())
+	e.gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", st.KV.Usage())
 	e.counter("vllm:prefix_cache_queries_total", "Prefix cache queries, in terms of number of queried tokens.", m.prefixQueries.Load())
 	e.counter("vllm:prefix_cache_hits_total", "Prefix cache hits, in terms of number of cached tokens.", m.prefixHits.Load())
 	e.counter("vllm:prompt_tokens_total", "Number of prefill tokens processed.", m.promptTokens.Load())

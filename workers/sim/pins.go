@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"errors"
+	"github.com/duet-serve/duet/workers/sim/model"
 	"time"
 
 	"go.uber.org/zap"
@@ -18,7 +19,7 @@ var (
 // pin keeps a context-only request's prompt blocks referenced until a
 // generation worker pulls them or the handle expires.
 type pin struct {
-	alloc   *kvAlloc
+	alloc   *model.KVAlloc
 	expires time.Time
 	info    pinInfo
 	watch   *pinWatch // nil unless the pinner waits for the pin's end
@@ -64,8 +65,8 @@ func (l *lease) pinWatched(key string, expires time.Time, info pinInfo, hashes [
 		return nil, false
 	}
 	l.ended = true
-	s.kv.commit(l.alloc, hashes)
-	info.BlockIDs = append([]int32(nil), l.alloc.blocks...)
+	s.kv.Commit(l.alloc, hashes)
+	info.BlockIDs = l.alloc.BlockIDs()
 	s.pins[key] = &pin{alloc: l.alloc, expires: expires, info: info, watch: watch}
 	if s.pinAdded != nil {
 		close(s.pinAdded)
@@ -136,7 +137,7 @@ func (s *scheduler) dropPinLocked(key string, p *pin) {
 	if p.watch != nil {
 		close(p.watch.done)
 	}
-	s.kv.release(p.alloc)
+	s.kv.Release(p.alloc)
 	s.dispatchLocked()
 }
 

@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"errors"
+	"github.com/duet-serve/duet/workers/sim/model"
 	"sync"
 	"sync/atomic"
 )
@@ -24,7 +25,7 @@ type scheduler struct {
 	// mu guards kv, waiting, pins and pinAdded, and serialises writes to
 	// running.
 	mu      sync.Mutex
-	kv      *kvCache
+	kv      *model.KVCache
 	waiting []*waiter
 	pins    map[string]*pin
 	// pinAdded is closed (and set to nil) when a pin is added; takePinWait
@@ -53,7 +54,7 @@ type waiter struct {
 // must end exactly once, by finish or by pin; later calls are no-ops.
 type lease struct {
 	s     *scheduler
-	alloc *kvAlloc
+	alloc *model.KVAlloc
 	ended bool // guarded by s.mu
 }
 
@@ -61,7 +62,7 @@ func newScheduler(cfg Config) *scheduler {
 	return &scheduler{
 		maxRunning: cfg.MaxNumSeqs,
 		maxWaiting: cfg.MaxWaiting,
-		kv:         newKVCache(cfg.KVCapacityBlocks, cfg.BlockSize),
+		kv:         model.NewKVCache(cfg.KVCapacityBlocks, cfg.BlockSize),
 		pins:       make(map[string]*pin),
 	}
 }
@@ -72,7 +73,7 @@ func newScheduler(cfg Config) *scheduler {
 // ctx.Err() when ctx ends while waiting. It blocks while waiting.
 func (s *scheduler) admit(ctx context.Context, spec admitSpec) (*lease, error) {
 	s.mu.Lock()
-	if spec.totalBlocks > s.kv.capacity() {
+	if spec.totalBlocks > s.kv.Capacity() {
 		s.mu.Unlock()
 		return nil, errTooLarge
 	}
@@ -113,7 +114,7 @@ func (s *scheduler) admit(ctx context.Context, spec admitSpec) (*lease, error) {
 
 // tryStartLocked allocates and starts a sequence, or returns nil.
 func (s *scheduler) tryStartLocked(spec admitSpec) *lease {
-	a, ok := s.kv.allocate(spec.hashes, spec.maxMatch, spec.totalBlocks)
+	a, ok := s.kv.Allocate(spec.hashes, spec.maxMatch, spec.totalBlocks)
 	if !ok {
 		return nil
 	}
@@ -144,14 +145,14 @@ func (s *scheduler) endLocked(l *lease, hashes []uint64) {
 		return
 	}
 	l.ended = true
-	s.kv.commit(l.alloc, hashes)
-	s.kv.release(l.alloc)
+	s.kv.Commit(l.alloc, hashes)
+	s.kv.Release(l.alloc)
 	s.running.Add(-1)
 	s.dispatchLocked()
 }
 
 // matchedBlocks is how many leading blocks of the sequence were cache hits.
-func (l *lease) matchedBlocks() int { return l.alloc.matched }
+func (l *lease) matchedBlocks() int { return l.alloc.Matched() }
 
 // commit registers hashes of the sequence's blocks now, while it keeps
 // running (a gen worker registers the prompt once its KV has arrived).
@@ -159,7 +160,7 @@ func (l *lease) commit(hashes []uint64) {
 	l.s.mu.Lock()
 	defer l.s.mu.Unlock()
 	if !l.ended {
-		l.s.kv.commit(l.alloc, hashes)
+		l.s.kv.Commit(l.alloc, hashes)
 	}
 }
 
@@ -175,7 +176,7 @@ type schedStats struct {
 	Running int
 	Waiting int
 	Pins    int
-	KV      kvStats
+	KV      model.KVStats
 }
 
 func (s *scheduler) stats() schedStats {
@@ -185,6 +186,6 @@ func (s *scheduler) stats() schedStats {
 		Running: int(s.running.Load()),
 		Waiting: len(s.waiting),
 		Pins:    len(s.pins),
-		KV:      s.kv.stats(),
+		KV:      s.kv.Stats(),
 	}
 }

@@ -125,7 +125,7 @@ func TestSchedulerFIFOHeadOfLine(t *testing.T) {
 
 func TestSchedulerPins(t *testing.T) {
 	t0 := time.Unix(1000, 0)
-	hashes := hs(7, 3)
+	hashes := []uint64{7, 8, 9}
 	info := pinInfo{PromptTokens: 50, BlockSize: 16, LastHash: hashes[2]}
 	tests := []struct {
 		name    string
@@ -171,7 +171,7 @@ func TestSchedulerPins(t *testing.T) {
 			_, err = s.takePin("k", tt.at, nil)
 			require.ErrorIs(t, err, errHandleUnknown, "a handle is valid once")
 			requireIdle(t, s)
-			require.Equal(t, 3, s.kv.lookup(hashes), "the prompt blocks stay cached after the pull")
+			require.Equal(t, 3, s.kv.Lookup(hashes), "the prompt blocks stay cached after the pull")
 		})
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/duet-serve/duet/workers/sim/model"
 	"net"
 	"net/http"
 	"strconv"
@@ -29,8 +30,8 @@ type Server struct {
 	tok      *tokenizer.Tokenizer
 	log      *zap.Logger
 	vocab    *vocab
-	model    timeModel
-	prefillQ prefillQueue
+	model    model.Timing
+	prefillQ model.PrefillQueue
 	sched    *scheduler
 	faults   *faults
 	metrics  metrics

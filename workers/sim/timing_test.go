@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/duet-serve/duet/workers/sim/model"
 	"github.com/stretchr/testify/require"
 )
 
@@ -15,24 +16,24 @@ func TestTimeModel(t *testing.T) {
 		got  time.Duration
 		want time.Duration
 	}{
-		{"prefill of nothing is the overhead", m.prefill(0, 1), 10 * time.Millisecond},
-		{"prefill of 20k tokens", m.prefill(20000, 1), 1010 * time.Millisecond},
-		{"prefill, slow worker", m.prefill(2000, 2), 220 * time.Millisecond},
-		{"itl alone", m.itl(0, 1), 7 * time.Millisecond},
-		{"itl with 100 running", m.itl(100, 1), 12 * time.Millisecond},
-		{"transfer of nothing", m.transfer(0, 1), 2 * time.Millisecond},
-		{"transfer of 100k tokens", m.transfer(100000, 1), 502 * time.Millisecond},
-		{"slow <= 0 counts as 1", m.itl(0, 0), 7 * time.Millisecond},
+		{"prefill of nothing is the overhead", m.Prefill(0, 1), 10 * time.Millisecond},
+		{"prefill of 20k tokens", m.Prefill(20000, 1), 1010 * time.Millisecond},
+		{"prefill, slow worker", m.Prefill(2000, 2), 220 * time.Millisecond},
+		{"itl alone", m.ITL(0, 1), 7 * time.Millisecond},
+		{"itl with 100 running", m.ITL(100, 1), 12 * time.Millisecond},
+		{"transfer of nothing", m.Transfer(0, 1), 2 * time.Millisecond},
+		{"transfer of 100k tokens", m.Transfer(100000, 1), 502 * time.Millisecond},
+		{"slow <= 0 counts as 1", m.ITL(0, 0), 7 * time.Millisecond},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			require.Equal(t, tt.want, tt.got)
 		})
 	}
-	m.scale = 0.01
-	require.Equal(t, 70*time.Microsecond, m.itl(0, 1), "time_scale shrinks every duration")
-	m.scale = 0
-	require.Zero(t, m.prefill(100000, 3), "time_scale 0 removes delays")
+	m.Scale = 0.01
+	require.Equal(t, 70*time.Microsecond, m.ITL(0, 1), "time_scale shrinks every duration")
+	m.Scale = 0
+	require.Zero(t, m.Prefill(100000, 3), "time_scale 0 removes delays")
 }
 
 func TestPrefillQueueIsOneFIFOServer(t *testing.T) {
@@ -48,9 +49,9 @@ func TestPrefillQueueIsOneFIFOServer(t *testing.T) {
 		{ms(20), ms(10), ms(150), ms(160), "and behind the second"},
 		{ms(500), ms(10), ms(500), ms(510), "idle again: starts at arrival"},
 	}
-	var q prefillQueue
+	var q model.PrefillQueue
 	for _, st := range steps {
-		start, end := q.reserve(t0.Add(st.arrive), st.dur)
+		start, end := q.Reserve(t0.Add(st.arrive), st.dur)
 		require.Equal(t, t0.Add(st.wantStart), start, st.explanation)
 		require.Equal(t, t0.Add(st.wantEnd), end, st.explanation)
 	}

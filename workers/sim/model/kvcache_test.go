@@ -1,4 +1,4 @@
-package sim
+package model
 
 import (
 	"testing"
@@ -15,15 +15,15 @@ func hs(base uint64, n int) []uint64 {
 	return out
 }
 
-func requireKV(t *testing.T, c *kvCache, referenced, cached, free int) {
+func requireKV(t *testing.T, c *KVCache, referenced, cached, free int) {
 	t.Helper()
-	st := c.stats()
-	require.Equal(t, kvStats{Capacity: c.capacity(), Referenced: referenced, Cached: cached, Free: free}, st)
-	require.Equal(t, c.capacity(), st.Referenced+st.Cached+st.Free, "every block is in exactly one state")
+	st := c.Stats()
+	require.Equal(t, KVStats{Capacity: c.Capacity(), Referenced: referenced, Cached: cached, Free: free}, st)
+	require.Equal(t, c.Capacity(), st.Referenced+st.Cached+st.Free, "every block is in exactly one state")
 	require.Len(t, c.byHash, cached+countHashedReferenced(c))
 }
 
-func countHashedReferenced(c *kvCache) int {
+func countHashedReferenced(c *KVCache) int {
 	n := 0
 	for _, b := range c.blocks {
 		if b.refs > 0 && b.hashed {
@@ -48,109 +48,109 @@ func TestKVCacheReuse(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := newKVCache(10, 16)
-			a, ok := c.allocate(hs(100, 3), 3, 4) // 3 full prompt blocks + 1 for output
+			c := NewKVCache(10, 16)
+			a, ok := c.Allocate(hs(100, 3), 3, 4) // 3 full prompt blocks + 1 for output
 			require.True(t, ok)
 			require.Equal(t, 0, a.matched)
-			c.commit(a, hs(100, 3))
-			c.release(a)
+			c.Commit(a, hs(100, 3))
+			c.Release(a)
 			requireKV(t, c, 0, 3, 7)
 
-			b, ok := c.allocate(tt.second, tt.maxMatch, len(tt.second)+1)
+			b, ok := c.Allocate(tt.second, tt.maxMatch, len(tt.second)+1)
 			require.True(t, ok)
 			require.Equal(t, tt.wantMatched, b.matched)
 			for i := 0; i < tt.wantMatched; i++ {
 				require.Equal(t, a.blocks[i], b.blocks[i], "block %d is reused", i)
 			}
-			c.commit(b, tt.second)
-			c.release(b)
-			require.Equal(t, 0, c.stats().Referenced)
+			c.Commit(b, tt.second)
+			c.Release(b)
+			require.Equal(t, 0, c.Stats().Referenced)
 		})
 	}
 }
 
 func TestKVCacheSharedPrefixIsReferencedTwice(t *testing.T) {
-	c := newKVCache(8, 16)
-	a, _ := c.allocate(hs(1, 2), 2, 2)
-	c.commit(a, hs(1, 2))
-	b, ok := c.allocate(hs(1, 2), 2, 3)
+	c := NewKVCache(8, 16)
+	a, _ := c.Allocate(hs(1, 2), 2, 2)
+	c.Commit(a, hs(1, 2))
+	b, ok := c.Allocate(hs(1, 2), 2, 3)
 	require.True(t, ok)
 	require.Equal(t, 2, b.matched)
 	requireKV(t, c, 3, 0, 5)
-	c.release(a)
+	c.Release(a)
 	requireKV(t, c, 3, 0, 5) // b still references the shared blocks
-	c.release(b)
+	c.Release(b)
 	requireKV(t, c, 0, 2, 6)
-	c.release(b) // twice is a no-op
+	c.Release(b) // twice is a no-op
 	requireKV(t, c, 0, 2, 6)
 }
 
 func TestKVCacheEvictsOnlyUnreferencedLRU(t *testing.T) {
-	c := newKVCache(6, 16)
-	held, _ := c.allocate(hs(10, 2), 2, 2) // referenced throughout
-	c.commit(held, hs(10, 2))
-	old, _ := c.allocate(hs(20, 2), 2, 2)
-	c.commit(old, hs(20, 2))
-	c.release(old)
-	young, _ := c.allocate(hs(30, 2), 2, 2)
-	c.commit(young, hs(30, 2))
-	c.release(young)
+	c := NewKVCache(6, 16)
+	held, _ := c.Allocate(hs(10, 2), 2, 2) // referenced throughout
+	c.Commit(held, hs(10, 2))
+	old, _ := c.Allocate(hs(20, 2), 2, 2)
+	c.Commit(old, hs(20, 2))
+	c.Release(old)
+	young, _ := c.Allocate(hs(30, 2), 2, 2)
+	c.Commit(young, hs(30, 2))
+	c.Release(young)
 	requireKV(t, c, 2, 4, 0)
 
 	// Five fresh blocks cannot be found without touching referenced ones:
 	// refused, and nothing changed.
-	_, ok := c.allocate(hs(40, 5), 0, 5)
+	_, ok := c.Allocate(hs(40, 5), 0, 5)
 	require.False(t, ok)
 	requireKV(t, c, 2, 4, 0)
 
 	// Two fresh blocks evict the least recently used sequence, tail first.
-	x, ok := c.allocate(nil, 0, 2)
+	x, ok := c.Allocate(nil, 0, 2)
 	require.True(t, ok)
-	require.Equal(t, 0, c.lookup(hs(20, 2)), "the older sequence was evicted")
-	require.Equal(t, 2, c.lookup(hs(30, 2)), "the younger sequence survives")
-	require.Equal(t, 2, c.lookup(hs(10, 2)), "referenced blocks are never evicted")
-	c.release(x)
-	c.release(held)
+	require.Equal(t, 0, c.Lookup(hs(20, 2)), "the older sequence was evicted")
+	require.Equal(t, 2, c.Lookup(hs(30, 2)), "the younger sequence survives")
+	require.Equal(t, 2, c.Lookup(hs(10, 2)), "referenced blocks are never evicted")
+	c.Release(x)
+	c.Release(held)
 	requireKV(t, c, 0, 4, 2)
 }
 
 func TestKVCacheEvictsTailBlocksFirst(t *testing.T) {
-	c := newKVCache(4, 16)
-	a, _ := c.allocate(hs(1, 4), 4, 4)
-	c.commit(a, hs(1, 4))
-	c.release(a)
-	x, ok := c.allocate(nil, 0, 1)
+	c := NewKVCache(4, 16)
+	a, _ := c.Allocate(hs(1, 4), 4, 4)
+	c.Commit(a, hs(1, 4))
+	c.Release(a)
+	x, ok := c.Allocate(nil, 0, 1)
 	require.True(t, ok)
-	require.Equal(t, 3, c.lookup(hs(1, 4)), "the last block goes first, the prefix stays")
-	c.release(x)
+	require.Equal(t, 3, c.Lookup(hs(1, 4)), "the last block goes first, the prefix stays")
+	c.Release(x)
 }
 
 func TestKVCacheMatchingCachedBlocksDoesNotCountThemAsEvictable(t *testing.T) {
-	c := newKVCache(4, 16)
-	a, _ := c.allocate(hs(1, 3), 3, 3)
-	c.commit(a, hs(1, 3))
-	c.release(a)
+	c := NewKVCache(4, 16)
+	a, _ := c.Allocate(hs(1, 3), 3, 3)
+	c.Commit(a, hs(1, 3))
+	c.Release(a)
 	requireKV(t, c, 0, 3, 1)
 	// Reusing the 3 cached blocks and needing 2 fresh ones: only 1 free and
 	// the cached ones are being reused, so it must fail without changes.
-	_, ok := c.allocate(hs(1, 3), 3, 5)
+	_, ok := c.Allocate(hs(1, 3), 3, 5)
 	require.False(t, ok)
 	requireKV(t, c, 0, 3, 1)
-	b, ok := c.allocate(hs(1, 3), 3, 4)
+	b, ok := c.Allocate(hs(1, 3), 3, 4)
 	require.True(t, ok)
 	requireKV(t, c, 4, 0, 0)
-	c.release(b)
+	c.Release(b)
 }
 
 func TestKVCacheConcurrentIdenticalCommit(t *testing.T) {
-	c := newKVCache(8, 16)
-	a, _ := c.allocate(hs(1, 2), 2, 2)
-	b, _ := c.allocate(hs(1, 2), 2, 2) // nothing registered yet: no match
+	c := NewKVCache(8, 16)
+	a, _ := c.Allocate(hs(1, 2), 2, 2)
+	b, _ := c.Allocate(hs(1, 2), 2, 2) // nothing registered yet: no match
 	require.Equal(t, 0, b.matched)
-	c.commit(a, hs(1, 2))
-	c.commit(b, hs(1, 2)) // same prefix: a's blocks keep the hashes
-	c.release(a)
-	c.release(b)
+	c.Commit(a, hs(1, 2))
+	c.Commit(b, hs(1, 2)) // same prefix: a's blocks keep the hashes
+	c.Release(a)
+	c.Release(b)
 	requireKV(t, c, 0, 2, 6)
 }
 
@@ -160,19 +160,19 @@ func TestKVCacheConcurrentIdenticalCommit(t *testing.T) {
 //
 //	go test -run '^$' -bench BenchmarkKVCacheTurn ./workers/sim/
 func BenchmarkKVCacheTurn(b *testing.B) {
-	c := newKVCache(14000, 32)
+	c := NewKVCache(14000, 32)
 	prompt := hs(1, 256)
 	withOutput := hs(1, 272)
-	a, _ := c.allocate(prompt, 255, 272)
-	c.commit(a, withOutput)
-	c.release(a)
+	a, _ := c.Allocate(prompt, 255, 272)
+	c.Commit(a, withOutput)
+	c.Release(a)
 	b.ReportAllocs()
 	for b.Loop() {
-		a, ok := c.allocate(prompt, 255, 272)
+		a, ok := c.Allocate(prompt, 255, 272)
 		if !ok {
 			b.Fatal("allocate failed")
 		}
-		c.commit(a, withOutput)
-		c.release(a)
+		c.Commit(a, withOutput)
+		c.Release(a)
 	}
 }

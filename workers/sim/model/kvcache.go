@@ -1,6 +1,6 @@
-package sim
+package model
 
-// kvCache models a paged KV cache: capacity blocks of blockSize tokens each.
+// KVCache models a paged KV cache: capacity blocks of blockSize tokens each.
 // A block is in one of three states:
 //
 //   - free: holds nothing;
@@ -13,8 +13,9 @@ package sim
 // rest, evicting the least recently used cached blocks when no free block is
 // left. Referenced blocks are never evicted.
 //
-// kvCache is not safe for concurrent use; its owner (scheduler) locks.
-type kvCache struct {
+// KVCache is not safe for concurrent use; its owner (the simulated worker's
+// scheduler, or duet replay's modelled worker) serialises calls.
+type KVCache struct {
 	blockSize int
 	blocks    []kvBlock
 	free      []int32          // ids of free blocks, used as a stack
@@ -33,17 +34,18 @@ type kvBlock struct {
 	next   int32
 }
 
-// kvAlloc is one sequence's blocks: blocks[i] holds the sequence's tokens
+// KVAlloc is one sequence's blocks: blocks[i] holds the sequence's tokens
 // [i*blockSize, (i+1)*blockSize).
-type kvAlloc struct {
+type KVAlloc struct {
 	blocks    []int32
 	matched   int // leading blocks found in the cache at allocation
 	committed int // leading blocks registered by commit (>= matched)
 	released  bool
 }
 
-func newKVCache(capacity, blockSize int) *kvCache {
-	c := &kvCache{
+// NewKVCache returns an empty cache of capacity blocks of blockSize tokens.
+func NewKVCache(capacity, blockSize int) *KVCache {
+	c := &KVCache{
 		blockSize: blockSize,
 		blocks:    make([]kvBlock, capacity),
 		free:      make([]int32, capacity),
@@ -59,14 +61,14 @@ func newKVCache(capacity, blockSize int) *kvCache {
 	return c
 }
 
-// capacity returns the cache size in blocks.
-func (c *kvCache) capacity() int { return len(c.blocks) }
+// Capacity returns the cache size in blocks.
+func (c *KVCache) Capacity() int { return len(c.blocks) }
 
-// blocksFor returns the number of blocks that hold n tokens.
-func (c *kvCache) blocksFor(n int) int { return (n + c.blockSize - 1) / c.blockSize }
+// BlocksFor returns the number of blocks that hold n tokens.
+func (c *KVCache) BlocksFor(n int) int { return (n + c.blockSize - 1) / c.blockSize }
 
-// lookup returns how many leading hashes are held (referenced or cached).
-func (c *kvCache) lookup(hashes []uint64) int {
+// Lookup returns how many leading hashes are held (referenced or cached).
+func (c *KVCache) Lookup(hashes []uint64) int {
 	for i, h := range hashes {
 		if _, ok := c.byHash[h]; !ok {
 			return i
@@ -75,12 +77,12 @@ func (c *kvCache) lookup(hashes []uint64) int {
 	return len(hashes)
 }
 
-// allocate reserves total blocks for a sequence whose full blocks have the
+// Allocate reserves total blocks for a sequence whose full blocks have the
 // given chained hashes: up to maxMatch leading blocks come from the cache,
 // the rest are fresh. It returns false and changes nothing when even
 // evicting every cached block would not free enough blocks.
-func (c *kvCache) allocate(hashes []uint64, maxMatch, total int) (*kvAlloc, bool) {
-	matched := max(0, min(c.lookup(hashes), maxMatch, total))
+func (c *KVCache) Allocate(hashes []uint64, maxMatch, total int) (*KVAlloc, bool) {
+	matched := max(0, min(c.Lookup(hashes), maxMatch, total))
 	matchedCached := 0 // matched blocks that are unreferenced, hence in the LRU
 	for _, h := range hashes[:matched] {
 		if c.blocks[c.byHash[h]].refs == 0 {
@@ -91,7 +93,7 @@ func (c *kvCache) allocate(hashes []uint64, maxMatch, total int) (*kvAlloc, bool
 	if len(c.free)+c.lruLen-matchedCached < fresh {
 		return nil, false
 	}
-	a := &kvAlloc{blocks: make([]int32, 0, total), matched: matched, committed: matched}
+	a := &KVAlloc{blocks: make([]int32, 0, total), matched: matched, committed: matched}
 	for _, h := range hashes[:matched] {
 		id := c.byHash[h]
 		c.ref(id)
@@ -105,11 +107,11 @@ func (c *kvCache) allocate(hashes []uint64, maxMatch, total int) (*kvAlloc, bool
 	return a, true
 }
 
-// commit registers the allocation's blocks under hashes (the chained hashes
+// Commit registers the allocation's blocks under hashes (the chained hashes
 // of the sequence's full blocks, prompt and output), so later sequences with
 // the same prefix find them. Hashes beyond the allocation are ignored; a
 // hash already held by another block is left to that block.
-func (c *kvCache) commit(a *kvAlloc, hashes []uint64) {
+func (c *KVCache) Commit(a *KVAlloc, hashes []uint64) {
 	if a.released {
 		return
 	}
@@ -128,9 +130,9 @@ func (c *kvCache) commit(a *kvAlloc, hashes []uint64) {
 	a.committed = max(a.committed, n)
 }
 
-// release drops the allocation's references. Blocks left unreferenced
+// Release drops the allocation's references. Blocks left unreferenced
 // become cached (when hashed) or free. Releasing twice is a no-op.
-func (c *kvCache) release(a *kvAlloc) {
+func (c *KVCache) Release(a *KVAlloc) {
 	if a == nil || a.released {
 		return
 	}
@@ -154,7 +156,7 @@ func (c *kvCache) release(a *kvAlloc) {
 }
 
 // ref adds a reference, moving a cached block out of the LRU.
-func (c *kvCache) ref(id int32) {
+func (c *KVCache) ref(id int32) {
 	b := &c.blocks[id]
 	if b.refs == 0 {
 		c.refBlocks++
@@ -167,7 +169,7 @@ func (c *kvCache) ref(id int32) {
 
 // take returns a free block, evicting the least recently used cached block
 // when none is free. The caller checked that one is available.
-func (c *kvCache) take() int32 {
+func (c *KVCache) take() int32 {
 	if n := len(c.free); n > 0 {
 		id := c.free[n-1]
 		c.free = c.free[:n-1]
@@ -181,7 +183,7 @@ func (c *kvCache) take() int32 {
 	return id
 }
 
-func (c *kvCache) lruPush(id int32) {
+func (c *KVCache) lruPush(id int32) {
 	b := &c.blocks[id]
 	b.prev, b.next = c.lruTail, -1
 	if c.lruTail >= 0 {
@@ -193,7 +195,7 @@ func (c *kvCache) lruPush(id int32) {
 	c.lruLen++
 }
 
-func (c *kvCache) lruUnlink(id int32) {
+func (c *KVCache) lruUnlink(id int32) {
 	b := &c.blocks[id]
 	if b.prev >= 0 {
 		c.blocks[b.prev].next = b.next
@@ -209,18 +211,25 @@ func (c *kvCache) lruUnlink(id int32) {
 	c.lruLen--
 }
 
-// kvStats is a snapshot of the cache's block states.
-type kvStats struct {
+// KVStats is a snapshot of the cache's block states.
+type KVStats struct {
 	Capacity   int
 	Referenced int
 	Cached     int
 	Free       int
 }
 
-func (c *kvCache) stats() kvStats {
-	return kvStats{Capacity: len(c.blocks), Referenced: c.refBlocks, Cached: c.lruLen, Free: len(c.free)}
+// Stats returns the cache's block states.
+func (c *KVCache) Stats() KVStats {
+	return KVStats{Capacity: len(c.blocks), Referenced: c.refBlocks, Cached: c.lruLen, Free: len(c.free)}
 }
 
-// usage is the fraction of blocks in use by running or pinned sequences,
+// Usage is the fraction of blocks in use by running or pinned sequences,
 // like vLLM's kv_cache_usage_perc (cached blocks count as free).
-func (s kvStats) usage() float64 { return float64(s.Referenced) / float64(s.Capacity) }
+func (s KVStats) Usage() float64 { return float64(s.Referenced) / float64(s.Capacity) }
+
+// Matched is how many leading blocks of the allocation were cache hits.
+func (a *KVAlloc) Matched() int { return a.matched }
+
+// BlockIDs returns a copy of the allocation's block ids, in sequence order.
+func (a *KVAlloc) BlockIDs() []int32 { return append([]int32(nil), a.blocks...) }

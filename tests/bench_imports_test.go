@@ -36,3 +36,20 @@ func TestLoadgenImports(t *testing.T) {
 		}
 	}
 }
+
+// TestReplayImports keeps duet replay on the router and the simulator's
+// model: it runs the router duet serve runs, never the server around it.
+func TestReplayImports(t *testing.T) {
+	deps := exec.Command("go", "list", "-deps", "./tests/replay")
+	deps.Dir = ".."
+	out, err := deps.CombinedOutput()
+	require.NoError(t, err, string(out))
+	for _, dep := range strings.Fields(string(out)) {
+		if dep == module+"/workers/sim/model" {
+			continue
+		}
+		for _, f := range []string{module + "/orchestrator", module + "/workers", module + "/cmd", module + "/router/redisstore"} {
+			require.False(t, dep == f || strings.HasPrefix(dep, f+"/"), "tests/replay depends on %s", dep)
+		}
+	}
+}

@@ -28,7 +28,7 @@ func newRootCmd() *cobra.Command {
 	pf := root.PersistentFlags()
 	pf.StringVar(&a.configFile, "config", "", "YAML config file (default: the embedded quickstart for serve, built-in defaults otherwise)")
 	bindSectionFlags(pf, a.v, "log", defaultLogConfig(), "log-")
-	root.AddCommand(newVersionCmd(), newServeCmd(a), newLaunchCmd(a), newSimCmd(a), newBenchCmd(a))
+	root.AddCommand(newVersionCmd(), newServeCmd(a), newLaunchCmd(a), newSimCmd(a), newBenchCmd(a), newReplayCmd(a))
 	return root
 }
 

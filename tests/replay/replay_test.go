@@ -1,0 +1,184 @@
+package replay
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/duet-serve/duet/router"
+	"github.com/duet-serve/duet/tests/loadgen"
+	"github.com/duet-serve/duet/workers/sim/model"
+	"github.com/stretchr/testify/require"
+)
+
+// tokenSession is a session of raw token turns: turn k's prompt is the
+// previous prompt, the previous reply, then adds[k] (stateless: adds[k]
+// alone). Replies are reply tokens long, numbered from 10000 + 100k.
+type tokenSession struct {
+	id        string
+	adds      [][]int
+	outputs   []int
+	delays    []time.Duration
+	stateless bool
+	history   []int
+}
+
+func (s *tokenSession) ID() string { return s.id }
+func (s *tokenSession) Turns() int { return len(s.adds) }
+func (s *tokenSession) Turn(k int) ([]int, int, time.Duration) {
+	var d time.Duration
+	if k < len(s.delays) {
+		d = s.delays[k]
+	}
+	if s.stateless {
+		return s.adds[k], s.outputs[k], d
+	}
+	return append(append([]int(nil), s.history...), s.adds[k]...), s.outputs[k], d
+}
+func (s *tokenSession) Answered(k, output int) []int {
+	reply := seq(10000+100*k, output)
+	if s.stateless {
+		return nil
+	}
+	s.history = append(append(s.history, s.adds[k]...), reply...)
+	return reply
+}
+
+func seq(start, n int) []int {
+	out := make([]int, n)
+	for i := range out {
+		out[i] = start + i
+	}
+	return out
+}
+
+// worked is a fleet whose numbers are easy to work by hand: 4-token
+// blocks, 1000 tokens/s of prefill and of transfer, a 10 ms prefill
+// overhead, a 2 ms transfer overhead, a 5 ms ITL.
+func worked(nCtx, nGen int, policy string) Config {
+	w := WorkerModel{KVCapacityBlocks: 1000, BlockSize: 4, MaxNumSeqs: 8, Timing: model.Timing{Scale: 1, PrefillRate: 1000,
+		PrefillOverhead: 10 * time.Millisecond, ITLBase: 5 * time.Millisecond, TransferRate: 1000, TransferOverhead: 2 * time.Millisecond}}
+	rc := router.Defaults()
+	rc.Policy, rc.TokensPerBlock = policy, 4
+	return Config{Router: rc, Fleet: Fleet{NCtx: nCtx, NGen: nGen, Ctx: w, Gen: w}, Concurrency: 8, DefaultMaxTokens: 4, OracleBlockSize: 4}
+}
+
+func ms(n float64) time.Duration { return time.Duration(n * float64(time.Millisecond)) }
+
+func TestTwoTurnsWorkedByHand(t *testing.T) {
+	s := &tokenSession{id: "a", adds: [][]int{seq(0, 8), seq(500, 4)}, outputs: []int{4, 4}, delays: []time.Duration{0, time.Second}}
+	res, err := Run(worked(1, 1, router.PolicyConversation), []Session{s})
+	require.NoError(t, err)
+	require.Len(t, res.Records, 2)
+	t0, t1 := res.Records[0], res.Records[1]
+	// Turn 0: 8 tokens, nothing cached: prefill 8 ms + 10 ms overhead, then
+	// a transfer of all 8 tokens: 2 ms + 8 ms.
+	require.Equal(t, 0, t0.CachedTokens)
+	require.Equal(t, ms(28), t0.FirstContent)
+	// 4 output tokens: 3 more at 5 ms.
+	require.Equal(t, ms(43), t0.LastContent)
+	// Turn 1 (16 tokens: 8 + 4 reply + 4 new), 1 s after turn 0 ended: the
+	// ctx worker holds turn 0's 2 blocks (8 tokens); it computes 8. The gen
+	// worker holds turn 0's prompt and reply, 3 blocks: 4 tokens move.
+	require.Equal(t, 8, t1.CachedTokens)
+	require.Equal(t, ms(8+10+2+4), t1.FirstContent)
+	require.Equal(t, t0.Start.Add(ms(43)+time.Second), t1.Start)
+	// Oracle: prompts only (not replies): turn 1 shares turn 0's 2 blocks.
+	require.Equal(t, 0, t0.OracleTokens)
+	require.Equal(t, 8, t1.OracleTokens)
+	sum := loadgen.SummarizeRecords(res.Records)
+	require.InDelta(t, 8.0/24, *sum.Metric("cache_hit_ratio").Value, 1e-9)
+	require.Equal(t, map[string]int64{"ctx-0": 16}, res.Prefilled)
+	require.Equal(t, 1.0, res.Imbalance)
+}
+
+func TestImbalanceAndPrefillQueueByHand(t *testing.T) {
+	a := &tokenSession{id: "a", adds: [][]int{seq(0, 8)}, outputs: []int{1}, stateless: true}
+	b := &tokenSession{id: "b", adds: [][]int{seq(100, 24)}, outputs: []int{1}, stateless: true}
+	c := &tokenSession{id: "c", adds: [][]int{seq(200, 40)}, outputs: []int{1}, stateless: true}
+	cfg := worked(2, 1, router.PolicyRoundRobin)
+	res, err := Run(cfg, []Session{a, b, c})
+	require.NoError(t, err)
+	// Round-robin: a and c on one ctx worker, b on the other. Prefilled 48
+	// and 24, mean 36: max/mean 4/3.
+	require.InDelta(t, 48.0/36, res.Imbalance, 1e-9)
+	byID := map[string]loadgen.Record{}
+	for _, r := range res.Records {
+		byID[r.ConversationID] = r
+	}
+	// a and c arrive together at the same worker: c's 40 ms of prefill
+	// queues behind a's 8 ms (the overheads overlap).
+	require.Equal(t, ms(8+10+2+8), byID["a"].FirstContent)
+	require.Equal(t, ms(8+40+10+2+40), byID["c"].FirstContent)
+	require.Equal(t, ms(24+10+2+24), byID["b"].FirstContent)
+}
+
+func TestConcurrencyAndFixedSchedule(t *testing.T) {
+	mk := func(id string) *tokenSession {
+		return &tokenSession{id: id, adds: [][]int{seq(len(id)*1000, 4)}, outputs: []int{1}, delays: []time.Duration{ms(1000)}, stateless: true}
+	}
+	cfg := worked(1, 1, router.PolicyRoundRobin)
+	cfg.Concurrency = 1
+	res, err := Run(cfg, []Session{mk("a"), mk("bb")})
+	require.NoError(t, err)
+	require.Equal(t, res.Records[0].End, res.Records[1].Start, "one session at a time: the next starts when one ends")
+
+	cfg.FixedSchedule, cfg.Speedup = true, 4
+	res, err = Run(cfg, []Session{mk("a"), mk("bb")})
+	require.NoError(t, err)
+	require.Equal(t, epoch.Add(ms(250)), res.Records[0].Start, "timestamp 1 s at 4x")
+	require.Equal(t, res.Records[0].Start, res.Records[1].Start)
+}
+
+func TestPromptsThatCannotFitAreErrors(t *testing.T) {
+	cfg := worked(1, 1, router.PolicyConversation)
+	cfg.Fleet.Ctx.KVCapacityBlocks = 2
+	s := &tokenSession{id: "a", adds: [][]int{seq(0, 20), seq(0, 4)}, outputs: []int{1, 1}, stateless: true}
+	res, err := Run(cfg, []Session{s})
+	require.NoError(t, err)
+	require.NotNil(t, res.Records[0].Err)
+	require.Contains(t, res.Records[0].Err.Message, "context_length_exceeded")
+	require.Nil(t, res.Records[1].Err, "the session goes on")
+}
+
+func TestReplayIsDeterministic(t *testing.T) {
+	run := func() []loadgen.Record {
+		var ss []Session
+		for i := 0; i < 20; i++ {
+			ss = append(ss, &tokenSession{id: string(rune('a' + i)), adds: [][]int{seq(0, 40), seq(1000*i, 30), seq(2000*i, 20)},
+				outputs: []int{8, 8, 8}, delays: []time.Duration{0, ms(100), ms(300)}})
+		}
+		cfg := worked(3, 2, router.PolicyConversation)
+		cfg.Fleet.Ctx.KVCapacityBlocks = 60
+		res, err := Run(cfg, ss)
+		require.NoError(t, err)
+		return res.Records
+	}
+	require.Equal(t, run(), run())
+}
+
+func TestMooncakeRows(t *testing.T) {
+	trace := `{"timestamp": 0, "input_length": 1000, "output_length": 10, "hash_ids": [1, 2]}
+{"timestamp": 500, "input_length": 1100, "output_length": 5, "hash_ids": [1, 2, 3]}
+
+{"timestamp": 900, "input_length": 10, "output_length": 5, "hash_ids": [7], "session_id": "s"}
+{"input_length": 20, "output_length": 5, "hash_ids": [7, 8], "session_id": "s", "delay": 250}
+`
+	ss, err := MooncakeSessions(strings.NewReader(trace), 512)
+	require.NoError(t, err)
+	require.Len(t, ss, 3)
+	p0, out0, at0 := ss[0].Turn(0)
+	p1, _, at1 := ss[1].Turn(0)
+	require.Len(t, p0, 1000)
+	require.Equal(t, 10, out0)
+	require.Equal(t, time.Duration(0), at0)
+	require.Equal(t, ms(500), at1)
+	require.Equal(t, p0[:1000], p1[:1000], "equal hash ids, equal blocks (the first row's partial block too)")
+	require.NotEqual(t, p0[:488], p0[512:1000])
+	require.Equal(t, 2, ss[2].Turns())
+	_, _, delay := ss[2].Turn(1)
+	require.Equal(t, ms(250), delay)
+
+	_, err = MooncakeSessions(strings.NewReader(`{"timestamp": 0}`), 512)
+	require.ErrorContains(t, err, "line 1")
+}

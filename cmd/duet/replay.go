@@ -23,13 +23,13 @@ import (
 // replayFlags are duet replay's own flags; the workload flags are duet
 // bench's.
 type replayFlags struct {
-	bench       benchFlags
-	policies    []string
-	numCtx      []int
-	numGen      []int
-	ctxKV       []int
-	genKV       []int
-	speedup     float64
+	bench    benchFlags
+	policies []string
+	numCtx   []int
+	numGen   []int
+	ctxKV    []int
+	genKV    []int
+	speedup  float64
 }
 
 func newReplayCmd(a *app) *cobra.Command {

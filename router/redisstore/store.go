@@ -243,17 +243,18 @@ func (s *Store) setUp(up bool, err error) {
 
 // publishGap is the least time between two load syncs: a replica whose
 // load changes all the time publishes at most this often.
-const publishGap = 10 * time.Millisecond
+const publishGap = 5 * time.Millisecond
 
-// Run syncs load (and reconnects) every load_interval and soon after this
-// replica's load changed, and writes queued saves, until ctx ends; then it
-// closes the connections.
+// Run syncs load (and reconnects) every load_interval and as soon as this
+// replica's load changed (at most every publishGap), and writes queued
+// saves, until ctx ends; then it closes the connections.
 func (s *Store) Run(ctx context.Context) {
 	done := make(chan struct{})
 	go func() { defer close(done); s.writeSaves(ctx) }()
 	tick := time.NewTicker(s.cfg.LoadInterval)
 	defer tick.Stop()
 	for {
+		synced := time.Now()
 		s.sync(ctx)
 		select {
 		case <-ctx.Done():
@@ -262,7 +263,9 @@ func (s *Store) Run(ctx context.Context) {
 			return
 		case <-tick.C:
 		case <-s.pool.LoadChanged():
-			time.Sleep(publishGap) // let a burst of changes coalesce
+		}
+		if wait := publishGap - time.Since(synced); wait > 0 {
+			time.Sleep(wait) // changes in a burst share one publication
 		}
 	}
 }

@@ -272,9 +272,9 @@ type replayRow struct {
 
 func printReplayRows(w io.Writer, rows []replayRow) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "run\tctx imbalance\tper minute\tspills\taffinity breaks\tsimulated\twall\t")
+	fmt.Fprintln(tw, "run\toracle (pooled cache)\tctx imbalance\tper minute\tspills\taffinity breaks\tsimulated\twall\t")
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%.3f\t%.3f\t%s\t%s\t%s\t%s\t\n", r.label, r.res.Imbalance, r.res.MinuteImbalance,
+		fmt.Fprintf(tw, "%s\t%.3f\t%.3f\t%.3f\t%s\t%s\t%s\t%s\t\n", r.label, r.res.PooledOracleRatio, r.res.Imbalance, r.res.MinuteImbalance,
 			counts(r.res.Stats.Spills()), counts(r.res.Stats.Breaks()), r.res.Duration.Round(time.Second), r.wall.Round(time.Millisecond))
 	}
 	_ = tw.Flush()

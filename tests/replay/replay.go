@@ -89,6 +89,11 @@ type Result struct {
 	Imbalance, MinuteImbalance float64
 	// Duration is the simulated time the replay covered.
 	Duration time.Duration
+	// PooledOracleRatio is the hit ratio of an ideal router whose ctx
+	// workers' caches were one LRU cache of their summed size (the
+	// oracle's hit ratio is that of an unlimited cache): what any router
+	// could reuse with this fleet's memory.
+	PooledOracleRatio float64
 }
 
 // run is one replay in progress; it is single-threaded.
@@ -101,6 +106,7 @@ type run struct {
 	ctx    map[*router.Endpoint]*worker
 	gen    map[*router.Endpoint]*worker
 	oracle *loadgen.Oracle
+	pooled *pooledOracle
 	recs   []loadgen.Record
 	queue  []Session // sessions not started (concurrency mode)
 	// started counts the sessions started, to number them.
@@ -113,7 +119,8 @@ func Run(cfg Config, sessions []Session) (*Result, error) {
 		return nil, err
 	}
 	r := &run{cfg: cfg, now: epoch, ctx: map[*router.Endpoint]*worker{}, gen: map[*router.Endpoint]*worker{},
-		oracle: loadgen.NewOracle(cfg.OracleBlockSize)}
+		oracle: loadgen.NewOracle(cfg.OracleBlockSize),
+		pooled: newPooledOracle(cfg.Fleet.NCtx*cfg.Fleet.Ctx.KVCapacityBlocks, cfg.Fleet.Ctx.BlockSize)}
 	pool := router.NewPool()
 	var members []router.Member
 	for i := 0; i < cfg.Fleet.NCtx; i++ {
@@ -239,6 +246,7 @@ func (q *request) route() {
 		rq.SessionKey = q.sess.ID()
 	}
 	oracle := r.oracle.Observe(q.prompt)
+	r.pooled.observe(q.prompt)
 	pair, err := r.rt.Route(rq)
 	if err != nil {
 		q.fail(err, oracle)
@@ -357,7 +365,8 @@ func (q *request) fail(err error, oracle int) {
 
 // result summarises the run.
 func (r *run) result() *Result {
-	res := &Result{Records: r.recs, Stats: r.rt.Stats(), Prefilled: map[string]int64{}, Duration: r.now.Sub(epoch)}
+	res := &Result{Records: r.recs, Stats: r.rt.Stats(), Prefilled: map[string]int64{}, Duration: r.now.Sub(epoch),
+		PooledOracleRatio: r.pooled.ratio()}
 	var all []int64
 	minutes := map[int64][]int64{}
 	for ep, w := range r.ctx {
@@ -384,6 +393,38 @@ func (r *run) result() *Result {
 		res.MinuteImbalance = weighted / total
 	}
 	return res
+}
+
+// pooledOracle is one LRU KV cache of the whole ctx fleet's size that sees
+// every prompt: the hit ratio an ideal router could reach with that memory.
+type pooledOracle struct {
+	kv           *model.KVCache
+	bs           int
+	hits, tokens int64
+}
+
+func newPooledOracle(blocks, blockSize int) *pooledOracle {
+	return &pooledOracle{kv: model.NewKVCache(blocks, blockSize), bs: blockSize}
+}
+
+// observe looks the prompt up (its full blocks, as an engine reuses them)
+// and then caches it; a prompt larger than the cache is only looked up.
+func (o *pooledOracle) observe(prompt []int) {
+	hashes := tokenizer.BlockHashes(prompt, o.bs)
+	matched := o.kv.Lookup(hashes)
+	o.hits += int64(min(matched*o.bs, len(prompt)))
+	o.tokens += int64(len(prompt))
+	if a, ok := o.kv.Allocate(hashes, matched, len(hashes)); ok {
+		o.kv.Commit(a, hashes)
+		o.kv.Release(a)
+	}
+}
+
+func (o *pooledOracle) ratio() float64 {
+	if o.tokens == 0 {
+		return 0
+	}
+	return float64(o.hits) / float64(o.tokens)
 }
 
 // maxOverMean is max/mean of xs (0 when they sum to 0).

@@ -182,3 +182,12 @@ func TestMooncakeRows(t *testing.T) {
 	_, err = MooncakeSessions(strings.NewReader(`{"timestamp": 0}`), 512)
 	require.ErrorContains(t, err, "line 1")
 }
+
+func TestPooledOracleByHand(t *testing.T) {
+	o := newPooledOracle(3, 4) // 3 blocks of 4 tokens
+	o.observe(seq(0, 8))       // 2 blocks, nothing held
+	o.observe(seq(0, 10))      // holds the 2 blocks: 8 of 10
+	o.observe(seq(100, 8))     // 2 new blocks: one free, then the LRU one, the first prompt's tail block
+	o.observe(seq(0, 8))       // its first block is still held: 4 of 8
+	require.InDelta(t, 12.0/34, o.ratio(), 1e-9)
+}

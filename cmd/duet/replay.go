@@ -30,6 +30,7 @@ type replayFlags struct {
 	ctxKV    []int
 	genKV    []int
 	speedup  float64
+	overhead time.Duration
 }
 
 func newReplayCmd(a *app) *cobra.Command {
@@ -79,6 +80,7 @@ no network and no duet overhead.`,
 	fs.IntSliceVar(&f.ctxKV, "ctx-kv-blocks", nil, "ctx KV cache in blocks, comma-separated for a sweep (default: sim.kv_capacity_blocks)")
 	fs.IntSliceVar(&f.genKV, "gen-kv-blocks", nil, "gen KV cache in blocks, comma-separated for a sweep (default: sim.kv_capacity_blocks)")
 	fs.Float64Var(&f.speedup, "speedup", 1, "with timestamps: replay this many times faster than recorded")
+	fs.DurationVar(&f.overhead, "serving-overhead", 0, "latency the serving path adds to each request outside the workers (HTTP, tokenization, relay); measure it on your machine (README)")
 	fs.Lookup("artifact-dir").Usage = "directory for the runs' exports, one subdirectory per run (default artifacts/replay)"
 	return cmd
 }
@@ -124,6 +126,7 @@ func runReplay(cmd *cobra.Command, f *replayFlags, cfg Config) error {
 			return err
 		}
 		rc := replayConfig(cfg, wlc, p, f.speedup)
+		rc.ServingOverhead = f.overhead
 		res, err := replay.Run(rc, sessions)
 		if err != nil {
 			return err

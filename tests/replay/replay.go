@@ -53,6 +53,11 @@ type Config struct {
 	DefaultMaxTokens int
 	// OracleBlockSize is the oracle's block size in tokens.
 	OracleBlockSize int
+	// ServingOverhead is the time the serving path adds to a request
+	// outside the workers (HTTP hops, tokenization, relay), which the
+	// worker model does not have: half of it delays the context phase,
+	// half the generation phase. Default 0.
+	ServingOverhead time.Duration
 }
 
 // Session is one conversation to replay.
@@ -165,6 +170,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("replay: --speedup must be > 0")
 	case c.OracleBlockSize < 1:
 		return fmt.Errorf("replay: the oracle block size must be >= 1")
+	case c.ServingOverhead < 0:
+		return fmt.Errorf("replay: --serving-overhead must be >= 0")
 	}
 	return nil
 }
@@ -207,6 +214,15 @@ func (r *run) sessionDone() {
 func (r *run) at(t time.Time, fn func()) {
 	r.seq++
 	heap.Push(&r.events, &event{at: t, seq: r.seq, do: fn})
+}
+
+// after runs fn d from now (at once, in order, when d is 0).
+func (r *run) after(d time.Duration, fn func()) {
+	if d <= 0 {
+		fn()
+		return
+	}
+	r.at(r.now.Add(d), fn)
 }
 
 // arrival is turn k of session s arriving now.
@@ -265,8 +281,10 @@ func (q *request) route() {
 		return
 	}
 	rec := q.record(oracle)
-	q.ctxW.admit(&admission{hashes: q.simHashes, maxMatch: (len(q.prompt) - 1) / q.ctxW.m.BlockSize, blocks: ctxBlocks,
-		start: func(a *model.KVAlloc, at time.Time) { q.prefill(a, at, rec) }}, r.now)
+	r.after(r.cfg.ServingOverhead/2, func() {
+		q.ctxW.admit(&admission{hashes: q.simHashes, maxMatch: (len(q.prompt) - 1) / q.ctxW.m.BlockSize, blocks: ctxBlocks,
+			start: func(a *model.KVAlloc, at time.Time) { q.prefill(a, at, rec) }}, r.now)
+	})
 }
 
 // prefill books the context phase on the ctx worker admitted at at.
@@ -292,8 +310,10 @@ func (q *request) contextDone(rec int) {
 	if bs := q.genW.m.BlockSize; bs != q.ctxW.m.BlockSize {
 		genHashes = tokenizer.BlockHashes(q.prompt, bs)
 	}
-	q.genW.admit(&admission{hashes: genHashes, maxMatch: len(genHashes), blocks: q.genW.kv.BlocksFor(len(q.prompt) + q.output),
-		start: func(a *model.KVAlloc, at time.Time) { q.decode(a, at, rec) }}, r.now)
+	r.after(r.cfg.ServingOverhead-r.cfg.ServingOverhead/2, func() {
+		q.genW.admit(&admission{hashes: genHashes, maxMatch: len(genHashes), blocks: q.genW.kv.BlocksFor(len(q.prompt) + q.output),
+			start: func(a *model.KVAlloc, at time.Time) { q.decode(a, at, rec) }}, r.now)
+	})
 }
 
 // decode pulls the missing KV (releasing the ctx pin) and streams the

@@ -191,3 +191,12 @@ func TestPooledOracleByHand(t *testing.T) {
 	o.observe(seq(0, 8))       // its first block is still held: 4 of 8
 	require.InDelta(t, 12.0/34, o.ratio(), 1e-9)
 }
+
+func TestServingOverheadDelaysBothPhases(t *testing.T) {
+	s := &tokenSession{id: "a", adds: [][]int{seq(0, 8)}, outputs: []int{1}, stateless: true}
+	cfg := worked(1, 1, router.PolicyRoundRobin)
+	cfg.ServingOverhead = ms(6)
+	res, err := Run(cfg, []Session{s})
+	require.NoError(t, err)
+	require.Equal(t, ms(28+6), res.Records[0].FirstContent)
+}

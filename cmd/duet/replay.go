@@ -133,6 +133,9 @@ func runReplay(cmd *cobra.Command, f *replayFlags, cfg Config) error {
 		}
 		wall := time.Since(start)
 		label := p.label(sweep)
+		if f.bench.label != "" {
+			label = f.bench.label + "-" + label
+		}
 		dir := filepath.Join(f.artifactRoot(), label)
 		sum := loadgen.SummarizeRecords(res.Records)
 		if _, err := loadgen.WriteArtifacts(dir, &loadgen.Result{Config: wlc, Records: res.Records}, sum,

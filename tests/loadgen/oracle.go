@@ -27,7 +27,12 @@ func NewOracle(blockSize int) *Oracle {
 // Observe returns how many leading tokens of prompt an earlier prompt
 // shared (a multiple of the block size), then remembers prompt.
 func (o *Oracle) Observe(prompt []int) int {
-	hashes := tokenizer.BlockHashes(prompt, o.blockSize)
+	return o.ObserveHashes(tokenizer.BlockHashes(prompt, o.blockSize))
+}
+
+// ObserveHashes is Observe for a prompt whose chained block hashes (of the
+// oracle's block size) are known.
+func (o *Oracle) ObserveHashes(hashes []uint64) int {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	hit := 0

@@ -66,10 +66,12 @@ type Session interface {
 	ID() string
 	// Turns is the number of turns.
 	Turns() int
-	// Turn returns turn k's prompt tokens (given the replies of the turns
-	// before it), its output length and its delay after the previous turn
-	// (or, for turn 0, its timestamp when it has one).
-	Turn(k int) (prompt []int, output int, delay time.Duration)
+	// Turn returns turn k's output length and its delay after the previous
+	// turn (for turn 0, its timestamp when it has one).
+	Turn(k int) (output int, delay time.Duration)
+	// Prompt returns turn k's prompt tokens, given the replies of the turns
+	// before it.
+	Prompt(k int) []int
 	// Answered records turn k's reply of output tokens and returns the
 	// reply's tokens as the next prompt will hold them (nil when later
 	// turns do not resend it).
@@ -182,7 +184,7 @@ func (r *run) start(sessions []Session) {
 	if r.cfg.FixedSchedule {
 		r.started = len(sessions)
 		for i, s := range sessions {
-			_, _, at := s.Turn(0)
+			_, at := s.Turn(0)
 			r.at(epoch.Add(time.Duration(float64(at)/r.cfg.Speedup)), r.arrival(i, s, 0))
 		}
 		return
@@ -216,6 +218,24 @@ func (r *run) at(t time.Time, fn func()) {
 	heap.Push(&r.events, &event{at: t, seq: r.seq, do: fn})
 }
 
+// hashesFor returns the prompt's block hashes of blockSize tokens: hashes
+// when they were computed with that size (with the router's), else anew.
+func (r *run) hashesFor(prompt []int, hashes []uint64, blockSize int) []uint64 {
+	if blockSize == r.rt.BlockSize() {
+		return hashes
+	}
+	return tokenizer.BlockHashes(prompt, blockSize)
+}
+
+// observeOracle feeds the oracle the prompt (with the router's hashes when
+// the block sizes agree).
+func (r *run) observeOracle(prompt []int, hashes []uint64) int {
+	if r.cfg.OracleBlockSize == r.rt.BlockSize() {
+		return r.oracle.ObserveHashes(hashes)
+	}
+	return r.oracle.Observe(prompt)
+}
+
 // after runs fn d from now (at once, in order, when d is 0).
 func (r *run) after(d time.Duration, fn func()) {
 	if d <= 0 {
@@ -228,7 +248,8 @@ func (r *run) after(d time.Duration, fn func()) {
 // arrival is turn k of session s arriving now.
 func (r *run) arrival(num int, s Session, k int) func() {
 	return func() {
-		prompt, output, _ := s.Turn(k)
+		output, _ := s.Turn(k)
+		prompt := s.Prompt(k)
 		if output <= 0 {
 			output = r.cfg.DefaultMaxTokens
 		}
@@ -261,18 +282,15 @@ func (q *request) route() {
 	if !r.cfg.NoSessionIDs {
 		rq.SessionKey = q.sess.ID()
 	}
-	oracle := r.oracle.Observe(q.prompt)
-	r.pooled.observe(q.prompt)
+	oracle := r.observeOracle(q.prompt, rq.Hashes)
+	r.pooled.observe(q.prompt, r.hashesFor(q.prompt, rq.Hashes, r.pooled.bs))
 	pair, err := r.rt.Route(rq)
 	if err != nil {
 		q.fail(err, oracle)
 		return
 	}
 	q.pair, q.ctxW, q.genW = pair, r.ctx[pair.Ctx.Endpoint()], r.gen[pair.Gen.Endpoint()]
-	q.simHashes = rq.Hashes
-	if bs := q.ctxW.m.BlockSize; bs != r.rt.BlockSize() {
-		q.simHashes = tokenizer.BlockHashes(q.prompt, bs)
-	}
+	q.simHashes = r.hashesFor(q.prompt, rq.Hashes, q.ctxW.m.BlockSize)
 	ctxBlocks, genBlocks := q.ctxW.kv.BlocksFor(len(q.prompt)+1), q.genW.kv.BlocksFor(len(q.prompt)+q.output)
 	if !q.ctxW.fits(ctxBlocks) || !q.genW.fits(genBlocks) {
 		pair.Release()
@@ -334,7 +352,8 @@ func (q *request) finish(a *model.KVAlloc, rec int) {
 	r, w := q.r, q.genW
 	reply := q.sess.Answered(q.k, q.output)
 	full := append(q.prompt[:len(q.prompt):len(q.prompt)], reply...)
-	w.release(a, tokenizer.BlockHashes(full, w.m.BlockSize), r.now)
+	held := r.hashesFor(q.prompt, q.simHashes, w.m.BlockSize)
+	w.release(a, tokenizer.ExtendBlockHashes(held[:len(held):len(held)], full, w.m.BlockSize), r.now)
 	w.endRunning(r.now)
 	q.pair.Release()
 	q.pair.Done(router.Outcome{CtxRan: true, GenRan: true, OutputTokens: q.output, ReportedCached: q.ctxCached})
@@ -360,7 +379,7 @@ func (q *request) next() {
 		q.r.sessionDone()
 		return
 	}
-	_, _, delay := q.sess.Turn(q.k + 1)
+	_, delay := q.sess.Turn(q.k + 1)
 	q.r.at(q.r.now.Add(delay), q.r.arrival(q.num, q.sess, q.k+1))
 }
 
@@ -427,10 +446,10 @@ func newPooledOracle(blocks, blockSize int) *pooledOracle {
 	return &pooledOracle{kv: model.NewKVCache(blocks, blockSize), bs: blockSize}
 }
 
-// observe looks the prompt up (its full blocks, as an engine reuses them)
+// observe looks the prompt up by its block hashes (of o.bs tokens: its
+// full blocks, as an engine reuses them)
 // and then caches it; a prompt larger than the cache is only looked up.
-func (o *pooledOracle) observe(prompt []int) {
-	hashes := tokenizer.BlockHashes(prompt, o.bs)
+func (o *pooledOracle) observe(prompt []int, hashes []uint64) {
 	matched := o.kv.Lookup(hashes)
 	o.hits += int64(min(matched*o.bs, len(prompt)))
 	o.tokens += int64(len(prompt))
@@ -482,6 +501,7 @@ func (h *eventQueue) Push(x any)   { *h = append(*h, x.(*event)) }
 func (h *eventQueue) Pop() any {
 	old := *h
 	x := old[len(old)-1]
+	old[len(old)-1] = nil // the popped event's closure (and its request's prompt) must not outlive it
 	*h = old[:len(old)-1]
 	return x
 }

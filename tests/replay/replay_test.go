@@ -1,12 +1,14 @@
 package replay
 
 import (
+	"container/heap"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/duet-serve/duet/router"
 	"github.com/duet-serve/duet/tests/loadgen"
+	"github.com/duet-serve/duet/tokenizer"
 	"github.com/duet-serve/duet/workers/sim/model"
 	"github.com/stretchr/testify/require"
 )
@@ -25,15 +27,18 @@ type tokenSession struct {
 
 func (s *tokenSession) ID() string { return s.id }
 func (s *tokenSession) Turns() int { return len(s.adds) }
-func (s *tokenSession) Turn(k int) ([]int, int, time.Duration) {
+func (s *tokenSession) Turn(k int) (int, time.Duration) {
 	var d time.Duration
 	if k < len(s.delays) {
 		d = s.delays[k]
 	}
+	return s.outputs[k], d
+}
+func (s *tokenSession) Prompt(k int) []int {
 	if s.stateless {
-		return s.adds[k], s.outputs[k], d
+		return s.adds[k]
 	}
-	return append(append([]int(nil), s.history...), s.adds[k]...), s.outputs[k], d
+	return append(append([]int(nil), s.history...), s.adds[k]...)
 }
 func (s *tokenSession) Answered(k, output int) []int {
 	reply := seq(10000+100*k, output)
@@ -167,8 +172,9 @@ func TestMooncakeRows(t *testing.T) {
 	ss, err := MooncakeSessions(strings.NewReader(trace), 512)
 	require.NoError(t, err)
 	require.Len(t, ss, 3)
-	p0, out0, at0 := ss[0].Turn(0)
-	p1, _, at1 := ss[1].Turn(0)
+	out0, at0 := ss[0].Turn(0)
+	_, at1 := ss[1].Turn(0)
+	p0, p1 := ss[0].Prompt(0), ss[1].Prompt(0)
 	require.Len(t, p0, 1000)
 	require.Equal(t, 10, out0)
 	require.Equal(t, time.Duration(0), at0)
@@ -176,7 +182,7 @@ func TestMooncakeRows(t *testing.T) {
 	require.Equal(t, p0[:1000], p1[:1000], "equal hash ids, equal blocks (the first row's partial block too)")
 	require.NotEqual(t, p0[:488], p0[512:1000])
 	require.Equal(t, 2, ss[2].Turns())
-	_, _, delay := ss[2].Turn(1)
+	_, delay := ss[2].Turn(1)
 	require.Equal(t, ms(250), delay)
 
 	_, err = MooncakeSessions(strings.NewReader(`{"timestamp": 0}`), 512)
@@ -185,10 +191,11 @@ func TestMooncakeRows(t *testing.T) {
 
 func TestPooledOracleByHand(t *testing.T) {
 	o := newPooledOracle(3, 4) // 3 blocks of 4 tokens
-	o.observe(seq(0, 8))       // 2 blocks, nothing held
-	o.observe(seq(0, 10))      // holds the 2 blocks: 8 of 10
-	o.observe(seq(100, 8))     // 2 new blocks: one free, then the LRU one, the first prompt's tail block
-	o.observe(seq(0, 8))       // its first block is still held: 4 of 8
+	observe := func(p []int) { o.observe(p, tokenizer.BlockHashes(p, 4)) }
+	observe(seq(0, 8))   // 2 blocks, nothing held
+	observe(seq(0, 10))  // holds the 2 blocks: 8 of 10
+	observe(seq(100, 8)) // 2 new blocks: one free, then the LRU one, the first prompt's tail block
+	observe(seq(0, 8))   // its first block is still held: 4 of 8
 	require.InDelta(t, 12.0/34, o.ratio(), 1e-9)
 }
 
@@ -199,4 +206,14 @@ func TestServingOverheadDelaysBothPhases(t *testing.T) {
 	res, err := Run(cfg, []Session{s})
 	require.NoError(t, err)
 	require.Equal(t, ms(28+6), res.Records[0].FirstContent)
+}
+
+func TestEventQueueLetsPoppedEventsGo(t *testing.T) {
+	var q eventQueue
+	r := &run{}
+	for i := 0; i < 3; i++ {
+		heap.Push(&q, &event{at: epoch.Add(time.Duration(i)), seq: uint64(i), do: func() { _ = r }})
+	}
+	heap.Pop(&q)
+	require.Nil(t, q[:3][2], "a popped event left in the backing array would keep its request alive")
 }

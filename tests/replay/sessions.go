@@ -39,14 +39,15 @@ func ChatSessions(sessions []*loadgen.Session, tok *tokenizer.Tokenizer, corpus 
 func (c *chatSession) ID() string { return c.s.ID }
 func (c *chatSession) Turns() int { return len(c.s.Turns) }
 
-func (c *chatSession) Turn(k int) ([]int, int, time.Duration) {
+func (c *chatSession) Turn(k int) (int, time.Duration) {
 	t := c.s.Turns[k]
-	delay := t.Delay
 	if k == 0 {
-		delay = t.Timestamp
+		return t.MaxTokens, t.Timestamp
 	}
-	return c.tr.Prompt(c.tok, c.endpoint, k), t.MaxTokens, delay
+	return t.MaxTokens, t.Delay
 }
+
+func (c *chatSession) Prompt(k int) []int { return c.tr.Prompt(c.tok, c.endpoint, k) }
 
 func (c *chatSession) Answered(k int, output int) []int {
 	reply := c.corpus.Text(c.rng, output)
@@ -122,40 +123,43 @@ func MooncakeSessions(r io.Reader, blockSize int) ([]Session, error) {
 func (s *traceSession) ID() string { return s.id }
 func (s *traceSession) Turns() int { return len(s.rows) }
 
-func (s *traceSession) Turn(k int) ([]int, int, time.Duration) {
+func (s *traceSession) Turn(k int) (int, time.Duration) {
 	row := s.rows[k]
-	delay := time.Duration(row.Delay * float64(time.Millisecond))
 	if k == 0 && row.Timestamp != nil {
-		delay = time.Duration(*row.Timestamp * float64(time.Millisecond))
+		return row.OutputLength, time.Duration(*row.Timestamp * float64(time.Millisecond))
 	}
-	return s.prompt(row, k), row.OutputLength, delay
+	return row.OutputLength, time.Duration(row.Delay * float64(time.Millisecond))
 }
 
-// prompt makes the row's tokens: block i holds tokens drawn from hash id i,
+// Prompt makes row k's tokens: block i holds tokens drawn from hash id i,
 // and tokens past the hash ids (input_length beyond them) are the row's own.
-func (s *traceSession) prompt(row traceRow, k int) []int {
+func (s *traceSession) Prompt(k int) []int {
+	row := s.rows[k]
 	n := row.InputLength
 	if n == 0 {
 		n = len(row.HashIDs) * s.blockSize
 	}
 	own := xxhash.Sum64String(fmt.Sprint(s.id, "#", k)) // blocks beyond the ids: this request's own
 	out := make([]int, n)
-	for i := range out {
+	for b := 0; b*s.blockSize < n; b++ {
 		src := own
-		if b := i / s.blockSize; b < len(row.HashIDs) {
+		if b < len(row.HashIDs) {
 			src = uint64(row.HashIDs[b])
 		}
-		out[i] = traceToken(src, i%s.blockSize)
+		fillBlock(out[b*s.blockSize:min((b+1)*s.blockSize, n)], src)
 	}
 	return out
 }
 
-// traceToken is token j of the block drawn from src: a token id below 100k
-// (a real vocabulary's size), a function of both.
-func traceToken(src uint64, j int) int {
-	x := src*0x9e3779b97f4a7c15 + uint64(j+1)*0xbf58476d1ce4e5b9
-	x ^= x >> 31
-	return int(x % 100000)
+// fillBlock writes the tokens of the block drawn from src: token ids below
+// 100k (a real vocabulary's size), a function of src and the position.
+func fillBlock(block []int, src uint64) {
+	x := src * 0x9e3779b97f4a7c15
+	for j := range block {
+		x += 0xbf58476d1ce4e5b9
+		y := x ^ x>>31
+		block[j] = int(y % 100000)
+	}
 }
 
 func (s *traceSession) Answered(int, int) []int { return nil } // a row holds its whole prompt

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -186,10 +187,8 @@ func (f *replayFlags) points(cfg Config) ([]replayPoint, error) {
 	ctxKV, genKV := orDefault(f.ctxKV, cfg.Sim.KVCapacityBlocks), orDefault(f.genKV, cfg.Sim.KVCapacityBlocks)
 	var out []replayPoint
 	for _, pol := range f.policyList(cfg) {
-		rc := cfg.Router
-		rc.Policy = pol
-		if err := rc.Validate(); err != nil {
-			return nil, fmt.Errorf("--policy: %w", err)
+		if !slices.Contains(router.PolicyNames, pol) {
+			return nil, fmt.Errorf("--policy: unknown policy %q (valid: %s)", pol, strings.Join(router.PolicyNames, ", "))
 		}
 		for _, c := range nCtx {
 			for _, g := range nGen {

@@ -62,6 +62,7 @@ func (m *memStore) Save(r SessionRecord) {
 }
 
 func (m *memStore) setDown(d bool) { m.mu.Lock(); m.down = d; m.mu.Unlock() }
+func (m *memStore) setSlow(s bool) { m.mu.Lock(); m.slow = s; m.mu.Unlock() }
 
 // replicas returns n conversation routers, each over its own pool of the
 // same workers (listed in a different order and with other names, as
@@ -167,9 +168,7 @@ func TestSlowStoreKeepsTheLocalPin(t *testing.T) {
 	store := newMemStore()
 	rs := replicas(t, 1, store)
 	first := route(t, rs[0], req("conv", tokens(0, 10)))
-	store.mu.Lock()
-	store.slow = true
-	store.mu.Unlock()
+	store.setSlow(true)
 	for i := 0; i < 5; i++ {
 		p := route(t, rs[0], req("conv", tokens(0, 14+4*i)))
 		require.Equal(t, DecisionSticky, p.Decision)
@@ -183,9 +182,7 @@ func TestSlowStoreDoesNotOverwriteWhatItCouldNotRead(t *testing.T) {
 	store := newMemStore()
 	rs := replicas(t, 2, store)
 	first := route(t, rs[0], req("conv", tokens(0, 10)))
-	store.mu.Lock()
-	store.slow = true
-	store.mu.Unlock()
+	store.setSlow(true)
 	// Replica 1 never saw the session: it places it as new, on local state,
 	// away from the pair's busy ctx worker.
 	for _, ep := range rs[1].Pool().All() {
@@ -195,9 +192,7 @@ func TestSlowStoreDoesNotOverwriteWhatItCouldNotRead(t *testing.T) {
 		}
 	}
 	require.NotEqual(t, urls(first), urls(route(t, rs[1], req("conv", tokens(0, 14)))))
-	store.mu.Lock()
-	store.slow = false
-	store.mu.Unlock()
+	store.setSlow(false)
 	rec, _ := store.Find("conv", nil)
 	require.Equal(t, first.Ctx.Endpoint().Identity(), rec[0].Ctx, "the record replica 1 could not read is left as it was")
 	require.Equal(t, urls(first), urls(route(t, rs[0], req("conv", tokens(0, 18)))))

@@ -24,11 +24,9 @@ CTX_KV_BLOCKS=${CTX_KV_BLOCKS:-1024}
 PORT=${PORT:-18800}
 REPLICAS=${REPLICAS:-3}
 MODEL=meta-llama/Llama-3.1-8B-Instruct
-DEFAULT_ARGS="--streaming --num-sessions 96 --session-turns-mean 6 --session-turns-stddev 2
-  --session-turn-delay-mean 1000 --session-turn-delay-stddev 500
-  --shared-system-prompt-length 1000 --user-context-prompt-length 3000 --isl 200 --isl-stddev 50
-  --osl 100 --osl-stddev 30 --extra-inputs ignore_eos:true --concurrency 30 --random-seed 1"
-read -r -a WORKLOAD <<<"$(echo ${BENCH_ARGS:-$DEFAULT_ARGS})"
+# shellcheck source=scripts/routing-workload.sh
+source scripts/routing-workload.sh
+read -r -a WORKLOAD <<<"$(echo ${BENCH_ARGS:-$ROUTING_WORKLOAD})"
 command -v redis-server >/dev/null || { echo "bench-cluster: redis-server not found (apt-get install redis-server)" >&2; exit 1; }
 
 make -s build

@@ -18,11 +18,9 @@ OUT=${OUT:-artifacts/validate-replay}
 CTX_KV_BLOCKS=${CTX_KV_BLOCKS:-1024}
 export PORT=${PORT:-18900} CTX_KV_BLOCKS
 FLEET=(--num-ctx 4 --num-gen 4 --ctx-kv-blocks "$CTX_KV_BLOCKS")
-# The routing benchmark's workload (bench-routing.sh's default).
-WORKLOAD="--streaming --num-sessions 96 --session-turns-mean 6 --session-turns-stddev 2
-  --session-turn-delay-mean 1000 --session-turn-delay-stddev 500
-  --shared-system-prompt-length 1000 --user-context-prompt-length 3000 --isl 200 --isl-stddev 50
-  --osl 100 --osl-stddev 30 --extra-inputs ignore_eos:true --concurrency 30 --random-seed 1"
+# shellcheck source=scripts/routing-workload.sh
+source scripts/routing-workload.sh
+WORKLOAD=$ROUTING_WORKLOAD
 CALIBRATION="--streaming --num-sessions 12 --session-turns-mean 4 --session-turn-delay-mean 200
   --shared-system-prompt-length 1000 --user-context-prompt-length 3000 --isl 200 --isl-stddev 50
   --osl 50 --extra-inputs ignore_eos:true --concurrency 1 --random-seed 1"

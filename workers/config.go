@@ -53,6 +53,14 @@ type Config struct {
 	// ShutdownGrace is how long a worker may take to exit after SIGTERM
 	// before it is killed with SIGKILL (default 10s; 0 kills at once).
 	ShutdownGrace time.Duration `mapstructure:"shutdown_grace" yaml:"shutdown_grace" help:"time between SIGTERM and SIGKILL when stopping a worker"`
+	// WorkersFile is a watched file of pre-launched workers (YAML or JSON:
+	// `workers: [{id, url, role[, bootstrap_port]}]`), re-read when it
+	// changes: listed workers are added (health-checked like any), workers
+	// no longer listed are removed, without a restart. "" for none.
+	WorkersFile string `mapstructure:"workers_file" yaml:"workers_file" help:"watched YAML/JSON file of pre-launched workers (workers: [{id, url, role}]); changes apply without restart"`
+	// WorkersFileInterval is how often the file is checked for changes
+	// (default 1s).
+	WorkersFileInterval time.Duration `mapstructure:"workers_file_interval" yaml:"workers_file_interval" help:"how often the workers file is checked for changes"`
 	// Context is the context (prefill) worker pool; names ctx-0, ctx-1, ...
 	Context PoolConfig `mapstructure:"context" yaml:"context"`
 	// Generation is the generation (decode) worker pool; names gen-0, gen-1, ...
@@ -137,13 +145,14 @@ type PoolConfig struct {
 // 8100-8101 and two simulated generation workers on 8200-8201.
 func Defaults() Config {
 	return Config{
-		Host:               "127.0.0.1",
-		HealthInterval:     time.Second,
-		HealthTimeout:      2 * time.Second,
-		UnhealthyThreshold: 3,
-		ShutdownGrace:      10 * time.Second,
-		Context:            defaultPool(8100, 5600),
-		Generation:         defaultPool(8200, 5700),
+		Host:                "127.0.0.1",
+		HealthInterval:      time.Second,
+		HealthTimeout:       2 * time.Second,
+		UnhealthyThreshold:  3,
+		ShutdownGrace:       10 * time.Second,
+		WorkersFileInterval: time.Second,
+		Context:             defaultPool(8100, 5600),
+		Generation:          defaultPool(8200, 5700),
 	}
 }
 

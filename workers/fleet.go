@@ -35,6 +35,11 @@ type Fleet struct {
 
 	hurry chan struct{}  // closed by Stop when its ctx ends: skip the grace period
 	wg    sync.WaitGroup // supervisors and the health loop
+
+	// reconcileMu serialises Reconcile and guards discovered: the workers
+	// a discovery source added, by name.
+	reconcileMu sync.Mutex
+	discovered  map[string]ExternalWorker
 }
 
 // worker is the fleet's record of one worker.

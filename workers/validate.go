@@ -62,6 +62,9 @@ func (c Config) Validate() error {
 }
 
 func (c Config) validateTop() error {
+	if c.WorkersFileInterval <= 0 {
+		return fmt.Errorf("workers_file_interval: must be > 0, got %s", c.WorkersFileInterval)
+	}
 	if c.Host == "" || strings.ContainsAny(c.Host, " \t/") {
 		return fmt.Errorf("host: must be a host name or IP address, got %q", c.Host)
 	}

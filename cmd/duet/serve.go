@@ -65,6 +65,11 @@ func runServe(ctx context.Context, cfg Config, log *zap.Logger) error {
 	defer cancelSync()
 	syncDone := syncPool(syncCtx, ps)
 	defer func() { cancelSync(); <-syncDone }()
+	fileDone, err := startWorkersFile(syncCtx, cfg.Fleet, ps, log)
+	if err != nil {
+		return err
+	}
+	defer func() { cancelSync(); <-fileDone }()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	q, err := queue.New(cfg.Queue, pool, queue.Options{Log: log.Named("queue"), Registry: reg})

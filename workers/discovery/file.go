@@ -1,0 +1,123 @@
+// Package discovery reads the worker sets that membership sources publish:
+// a watched file (YAML or JSON, so that any scheduler — Slurm, a Kubernetes
+// ConfigMap, a script — can drive membership). The fleet reconciles its
+// workers with each set (workers.Fleet.Reconcile).
+package discovery
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/cespare/xxhash/v2"
+	"github.com/duet-serve/duet/proto/disagg"
+	"go.yaml.in/yaml/v3"
+)
+
+// Worker is one worker a source lists.
+type Worker struct {
+	// ID names the worker in duet (X-Duet-*-Worker, /cluster_info).
+	ID string `yaml:"id"`
+	// URL is its base URL (http:// or https://).
+	URL string `yaml:"url"`
+	// Role is context, generation or mixed.
+	Role disagg.Role `yaml:"role"`
+	// BootstrapPort is an SGLang prefill worker's bootstrap port (0: none).
+	BootstrapPort int `yaml:"bootstrap_port"`
+}
+
+// fileDoc is the file's shape.
+type fileDoc struct {
+	Workers []Worker `yaml:"workers"`
+}
+
+// maxFileBytes bounds a workers file: a list of even 10,000 workers fits.
+const maxFileBytes = 4 << 20
+
+// ParseFile reads a workers file: `workers:` followed by a list of {id, url,
+// role[, bootstrap_port]}. Unknown keys, duplicate ids or URLs and invalid
+// values are errors that name the entry and the key.
+func ParseFile(data []byte) ([]Worker, error) {
+	if len(data) > maxFileBytes {
+		return nil, fmt.Errorf("the file is %d bytes, above the limit of %d", len(data), maxFileBytes)
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	var doc fileDoc
+	if err := dec.Decode(&doc); err != nil && !errors.Is(err, io.EOF) { // an empty file lists no worker
+		return nil, err
+	}
+	ids, urls := map[string]int{}, map[string]int{}
+	for i := range doc.Workers {
+		w := &doc.Workers[i]
+		w.URL = strings.TrimRight(w.URL, "/")
+		if err := w.validate(); err != nil {
+			return nil, fmt.Errorf("workers[%d].%w", i, err)
+		}
+		if j, dup := ids[w.ID]; dup {
+			return nil, fmt.Errorf("workers[%d].id: %q is also workers[%d]'s", i, w.ID, j)
+		}
+		if j, dup := urls[w.URL]; dup {
+			return nil, fmt.Errorf("workers[%d].url: %q is also workers[%d]'s", i, w.URL, j)
+		}
+		ids[w.ID], urls[w.URL] = i, i
+	}
+	return doc.Workers, nil
+}
+
+func (w *Worker) validate() error {
+	if w.ID == "" || strings.ContainsAny(w.ID, "/ \t\n") {
+		return fmt.Errorf("id: must be non-empty, without '/' or whitespace, got %q", w.ID)
+	}
+	u, err := url.Parse(w.URL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("url: must be http:// or https:// with a host, got %q", w.URL)
+	}
+	switch w.Role {
+	case disagg.RoleContext, disagg.RoleGeneration, disagg.RoleMixed:
+	default:
+		return fmt.Errorf("role: must be context, generation or mixed, got %q", w.Role)
+	}
+	if w.BootstrapPort < 0 || w.BootstrapPort > 65535 || (w.BootstrapPort > 0 && w.Role == disagg.RoleGeneration) {
+		return fmt.Errorf("bootstrap_port: must be a port of a worker that serves context, got %d", w.BootstrapPort)
+	}
+	return nil
+}
+
+// WatchFile reads path now and whenever its content changes (checked every
+// interval; a Kubernetes ConfigMap's symlink swap counts), calling apply
+// with the workers, or with the error of a file that cannot be read or
+// parsed (the caller keeps the previous set). It returns when ctx ends.
+func WatchFile(ctx context.Context, path string, interval time.Duration, apply func([]Worker, error)) {
+	var last uint64
+	first := true
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		data, err := os.ReadFile(path)
+		sum := xxhash.Sum64(data)
+		if err != nil {
+			sum = xxhash.Sum64String("error: " + err.Error())
+		}
+		if first || sum != last {
+			first, last = false, sum
+			if err != nil {
+				apply(nil, err)
+			} else {
+				ws, perr := ParseFile(data)
+				apply(ws, perr)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}

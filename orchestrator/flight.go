@@ -130,6 +130,7 @@ func (o *Orchestrator) record(f *flight) {
 	}
 	if f.ttft > 0 {
 		series.ttft.Observe(f.ttft.Seconds())
+		o.metrics.ttftByRoute(f.route.Decision).Observe(f.ttft.Seconds())
 	}
 	o.metrics.events.Add(float64(f.events))
 	o.metrics.bytes.Add(float64(f.bytes))

@@ -1,6 +1,9 @@
 package orchestrator
 
 import (
+	"slices"
+	"strings"
+
 	"github.com/duet-serve/duet/orchestrator/protocol"
 	"github.com/duet-serve/duet/router"
 	"github.com/prometheus/client_golang/prometheus"
@@ -11,6 +14,7 @@ type metrics struct {
 	requests   *prometheus.CounterVec
 	duration   *prometheus.HistogramVec
 	ttft       *prometheus.HistogramVec
+	ttftRoute  *prometheus.HistogramVec
 	phase      *prometheus.HistogramVec
 	retries    *prometheus.CounterVec
 	events     prometheus.Counter
@@ -22,6 +26,29 @@ type metrics struct {
 	// WithLabelValues hashes its values and takes a lock on every call.
 	byEndpoint         [3]endpointSeries // indexed by protocol.Endpoint; 0 is unused
 	phaseCtx, phaseGen prometheus.Observer
+	byRoute            map[string]prometheus.Observer // TTFT by route kind (routeKinds)
+}
+
+// routeKinds are the values of duet_ttft_by_route_seconds's route label: a
+// routing decision without its reason or suffix (spill:ctx-overload is
+// spill), so that the label stays bounded.
+var routeKinds = append([]string{router.DecisionSticky, router.DecisionImplicit, router.DecisionNew, router.DecisionRepin,
+	router.DecisionSpill, router.DecisionHash, router.DecisionFallback}, router.PolicyNames...)
+
+// routeKind returns decision's kind ("other" for one not in routeKinds).
+func routeKind(decision string) string {
+	if i := strings.IndexAny(decision, ":+"); i >= 0 {
+		decision = decision[:i]
+	}
+	if slices.Contains(routeKinds, decision) {
+		return decision
+	}
+	return "other"
+}
+
+// ttftByRoute returns the TTFT series of a decision's kind.
+func (m *metrics) ttftByRoute(decision string) prometheus.Observer {
+	return m.byRoute[routeKind(decision)]
 }
 
 // endpointSeries are the series of one endpoint every request records.
@@ -36,6 +63,10 @@ func (m *metrics) bind() {
 		m.byEndpoint[e] = m.seriesOf(e)
 	}
 	m.phaseCtx, m.phaseGen = m.phase.WithLabelValues(phaseContext), m.phase.WithLabelValues(phaseGeneration)
+	m.byRoute = map[string]prometheus.Observer{"other": m.ttftRoute.WithLabelValues("other")}
+	for _, k := range routeKinds {
+		m.byRoute[k] = m.ttftRoute.WithLabelValues(k)
+	}
 }
 
 // endpoint returns the series of e, bound once for a valid endpoint.
@@ -62,6 +93,9 @@ func newMetrics(reg prometheus.Registerer, r *router.Router, up *upstream) (*met
 			Help: "End-to-end request latency.", Buckets: latencyBuckets}, []string{"endpoint"}),
 		ttft: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "duet_ttft_seconds",
 			Help: "Time from request arrival to the first content token.", Buckets: latencyBuckets}, []string{"endpoint"}),
+		ttftRoute: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "duet_ttft_by_route_seconds",
+			Help:    "Time to the first content token by how the request was routed: new (a conversation's first turn), sticky or implicit (a follow-up on its pair), repin, spill, or the policy's name.",
+			Buckets: latencyBuckets}, []string{"route"}),
 		phase: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "duet_phase_duration_seconds",
 			Help: "Duration of the context and generation phases.", Buckets: latencyBuckets}, []string{"phase"}),
 		retries: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "duet_retries_total",
@@ -80,7 +114,7 @@ func newMetrics(reg prometheus.Registerer, r *router.Router, up *upstream) (*met
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.duration, m.ttft, m.phase, m.retries, m.events, m.bytes,
+	for _, c := range []prometheus.Collector{m.requests, m.duration, m.ttft, m.ttftRoute, m.phase, m.retries, m.events, m.bytes,
 		m.decisions, m.cacheError, &workerCollector{router: r}, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "duet_upstream_connections", Help: "Open connections to workers, idle or in use."},
 			func() float64 { return float64(up.conns()) })} {

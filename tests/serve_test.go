@@ -31,6 +31,7 @@ type serveOptions struct {
 	extra      string // extra orchestrator keys
 	adminToken string
 	queue      string // the queue section, YAML flow mapping
+	debugAddr  string // server.debug_address
 }
 
 func startServe(t *testing.T, o serveOptions) *deployment {
@@ -50,7 +51,7 @@ func startServe(t *testing.T, o serveOptions) *deployment {
 	args := `"--time-scale", "0.02", "--kv-transfer-timeout", "10s"` + o.simArgs
 	cfg := fmt.Sprintf(`
 log: {level: info}
-server: {host: 127.0.0.1, port: %d, admin_token: "%s"}
+server: {host: 127.0.0.1, port: %d, admin_token: "%s", debug_address: "%s"}
 orchestrator:
   protocol: %s
   context_timeout: 10s
@@ -80,7 +81,7 @@ fleet:
     start_timeout: 60s
     args: [%s]
     restart: {delay: 100ms, max_delay: 500ms}
-`, port, o.adminToken, o.protocol, o.extra, o.policy, queueYAML(o.queue), t.TempDir(), o.nCtx, ctxBase, ctxSide, args, o.ctxArgs, o.nGen, genBase, genSide, args)
+`, port, o.adminToken, o.debugAddr, o.protocol, o.extra, o.policy, queueYAML(o.queue), t.TempDir(), o.nCtx, ctxBase, ctxSide, args, o.ctxArgs, o.nGen, genBase, genSide, args)
 	path := writeFile(t, "duet.yaml", cfg)
 	p := startDuet(t, "serve", "--config", path)
 	d := &deployment{url: fmt.Sprintf("http://127.0.0.1:%d", port), proc: p}

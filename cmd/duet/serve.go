@@ -51,6 +51,11 @@ func runServe(ctx context.Context, cfg Config, log *zap.Logger) error {
 		return err
 	}
 	defer ln.Close() // Serve closes it too; this covers the paths that fail before
+	stopDebug, err := startDebug(cfg.Server.DebugAddress, log)
+	if err != nil {
+		return err
+	}
+	defer stopDebug()
 	fleet, err := workers.New(cfg.Fleet, workers.Options{SimProtocol: cfg.Orchestrator.Protocol, Logger: log.Named("fleet")})
 	if err != nil {
 		return err

@@ -2,6 +2,7 @@ package frontend
 
 import (
 	"fmt"
+	"net"
 	"time"
 )
 
@@ -28,6 +29,10 @@ type Config struct {
 	// "Authorization: Bearer <token>" (default "": disabled). Prefer the
 	// DUET_SERVER_ADMIN_TOKEN environment variable to a file.
 	AdminToken string `mapstructure:"admin_token"`
+	// DebugAddress serves Go's profiler (net/http/pprof, /debug/pprof/) on
+	// its own listener at host:port (default "": off). It exposes stacks
+	// and memory: keep it on a loopback or private address.
+	DebugAddress string `mapstructure:"debug_address" help:"host:port serving /debug/pprof/ (empty: off; keep it private)"`
 }
 
 // Defaults returns the default configuration.
@@ -51,6 +56,11 @@ func (c Config) Validate() error {
 		return fmt.Errorf("idle_timeout: must be > 0, got %s", c.IdleTimeout)
 	case c.MaxConcurrency < 1:
 		return fmt.Errorf("max_concurrency: must be >= 1, got %d", c.MaxConcurrency)
+	}
+	if c.DebugAddress != "" {
+		if _, _, err := net.SplitHostPort(c.DebugAddress); err != nil {
+			return fmt.Errorf("debug_address: must be host:port or empty, got %q", c.DebugAddress)
+		}
 	}
 	return nil
 }

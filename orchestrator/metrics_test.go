@@ -1,0 +1,22 @@
+package orchestrator
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestRouteKindKeepsTheLabelBounded(t *testing.T) {
+	for decision, kind := range map[string]string{
+		"sticky": "sticky", "implicit+local": "implicit", "spill:ctx-overload": "spill", "new": "new",
+		"least-load": "least-load", "hash+ctx-finished": "hash", "something-else": "other", "": "other",
+	} {
+		require.Equal(t, kind, routeKind(decision), decision)
+	}
+	m, err := newMetrics(nil, nil, nil)
+	require.NoError(t, err)
+	for _, k := range append(routeKinds, "other") {
+		require.NotNil(t, m.byRoute[k], k)
+	}
+	require.NotNil(t, m.ttftByRoute("spill:gen-overload"))
+}

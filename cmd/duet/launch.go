@@ -52,7 +52,13 @@ func runLaunch(ctx context.Context, out io.Writer, cfg Config, f launchFlags, lo
 		if err != nil {
 			return err
 		}
-		return plan.WriteScript(out)
+		if err := plan.WriteScript(out); err != nil {
+			return err
+		}
+		if f.emitTRTLLM == "" {
+			return nil
+		}
+		return emitTRTLLMConfig(out, f, planned(plan), true)
 	}
 	fleet, err := workers.New(cfg.Fleet, opts)
 	if err != nil {
@@ -66,16 +72,42 @@ func runLaunch(ctx context.Context, out io.Writer, cfg Config, f launchFlags, lo
 		return err
 	}
 	if f.emitTRTLLM != "" {
-		b, err := workers.TRTLLMDisaggConfig(f.emitHostname, f.emitPort, fleet.Snapshot())
-		if err != nil {
+		if err := emitTRTLLMConfig(out, f, fleet.Snapshot(), false); err != nil {
 			return err
 		}
-		if err := os.WriteFile(f.emitTRTLLM, b, 0o644); err != nil {
-			return fmt.Errorf("write %s: %w", f.emitTRTLLM, err)
-		}
-		fmt.Fprintf(out, "wrote %s\n", f.emitTRTLLM)
 	}
 	<-ctx.Done()
+	return nil
+}
+
+// planned lists a plan's workers as the fleet would report them.
+func planned(plan *workers.Plan) []workers.Worker {
+	ws := make([]workers.Worker, len(plan.Workers))
+	for i, s := range plan.Workers {
+		ws[i] = workers.Worker{Name: s.Name, Role: s.Role, URL: s.URL}
+	}
+	return ws
+}
+
+// emitTRTLLMConfig writes TensorRT-LLM's disagg_config.yaml for ws to
+// --emit-trtllm-config; with --dry-run it prints it instead, after the
+// script, as a comment block a shell ignores.
+func emitTRTLLMConfig(out io.Writer, f launchFlags, ws []workers.Worker, dryRun bool) error {
+	b, err := workers.TRTLLMDisaggConfig(f.emitHostname, f.emitPort, ws)
+	if err != nil {
+		return fmt.Errorf("--emit-trtllm-config: %w", err)
+	}
+	if dryRun {
+		fmt.Fprintf(out, "\n# --emit-trtllm-config %s (not written: --dry-run):\n", f.emitTRTLLM)
+		for _, line := range strings.Split(strings.TrimRight(string(b), "\n"), "\n") {
+			fmt.Fprintf(out, "#   %s\n", line)
+		}
+		return nil
+	}
+	if err := os.WriteFile(f.emitTRTLLM, b, 0o644); err != nil {
+		return fmt.Errorf("write %s: %w", f.emitTRTLLM, err)
+	}
+	fmt.Fprintf(out, "wrote %s\n", f.emitTRTLLM)
 	return nil
 }
 

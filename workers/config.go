@@ -61,6 +61,16 @@ type Config struct {
 	// WorkersFileInterval is how often the file is checked for changes
 	// (default 1s).
 	WorkersFileInterval time.Duration `mapstructure:"workers_file_interval" yaml:"workers_file_interval" help:"how often the workers file is checked for changes"`
+	// EtcdURI finds the workers that register themselves in etcd the way
+	// TensorRT-LLM workers do (trtllm-serve --server_role ROLE
+	// --disagg_cluster_uri etcd://...): etcd://host:port, several separated
+	// by commas, as TensorRT-LLM's cluster_uri ("" for none).
+	EtcdURI string `mapstructure:"etcd_uri" yaml:"etcd_uri" help:"etcd://host:port[,...] where TensorRT-LLM workers register (empty: none)"`
+	// EtcdClusterName is TensorRT-LLM's cluster_name: the workers are the
+	// keys under /trtllm-disagg/{etcd_cluster_name}/workers/ (default "").
+	EtcdClusterName string `mapstructure:"etcd_cluster_name" yaml:"etcd_cluster_name" help:"TensorRT-LLM cluster_name of the workers in etcd"`
+	// EtcdInterval is how often etcd is read (default 1s).
+	EtcdInterval time.Duration `mapstructure:"etcd_interval" yaml:"etcd_interval" help:"how often etcd's registered workers are read"`
 	// Context is the context (prefill) worker pool; names ctx-0, ctx-1, ...
 	Context PoolConfig `mapstructure:"context" yaml:"context"`
 	// Generation is the generation (decode) worker pool; names gen-0, gen-1, ...
@@ -151,6 +161,7 @@ func Defaults() Config {
 		UnhealthyThreshold:  3,
 		ShutdownGrace:       10 * time.Second,
 		WorkersFileInterval: time.Second,
+		EtcdInterval:        time.Second,
 		Context:             defaultPool(8100, 5600),
 		Generation:          defaultPool(8200, 5700),
 	}

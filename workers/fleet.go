@@ -37,9 +37,9 @@ type Fleet struct {
 	wg    sync.WaitGroup // supervisors and the health loop
 
 	// reconcileMu serialises Reconcile and guards discovered: the workers
-	// a discovery source added, by name.
+	// each discovery source added, by source and name.
 	reconcileMu sync.Mutex
-	discovered  map[string]ExternalWorker
+	discovered  map[string]map[string]ExternalWorker
 }
 
 // worker is the fleet's record of one worker.

@@ -2,6 +2,7 @@ package workers
 
 import (
 	"fmt"
+	"github.com/duet-serve/duet/workers/discovery"
 	"net/url"
 	"strconv"
 	"strings"
@@ -64,6 +65,14 @@ func (c Config) Validate() error {
 func (c Config) validateTop() error {
 	if c.WorkersFileInterval <= 0 {
 		return fmt.Errorf("workers_file_interval: must be > 0, got %s", c.WorkersFileInterval)
+	}
+	if c.EtcdInterval <= 0 {
+		return fmt.Errorf("etcd_interval: must be > 0, got %s", c.EtcdInterval)
+	}
+	if c.EtcdURI != "" {
+		if _, err := discovery.ParseEtcdURI(c.EtcdURI); err != nil {
+			return fmt.Errorf("etcd_uri: %w", err)
+		}
 	}
 	if c.Host == "" || strings.ContainsAny(c.Host, " \t/") {
 		return fmt.Errorf("host: must be a host name or IP address, got %q", c.Host)

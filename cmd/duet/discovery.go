@@ -26,7 +26,7 @@ func startWorkersFile(ctx context.Context, cfg workers.Config, ps *poolSync, log
 	if err == nil {
 		var ws []discovery.Worker
 		if ws, err = discovery.ParseFile(data); err == nil {
-			applyDiscovered(ps, ws, log)
+			applyDiscovered(ps, "file", ws, log)
 		}
 	}
 	if err != nil {
@@ -39,25 +39,50 @@ func startWorkersFile(ctx context.Context, cfg workers.Config, ps *poolSync, log
 				log.Error("workers file not applied: the workers stay as they were", zap.Error(err))
 				return
 			}
-			applyDiscovered(ps, ws, log)
+			applyDiscovered(ps, "file", ws, log)
 		})
 	}()
 	return done, nil
 }
 
-// applyDiscovered makes the fleet's discovered workers ws and brings the
+// startEtcd watches the workers registered in etcd (fleet.etcd_uri) until
+// ctx ends; the returned channel closes when the watcher has stopped. etcd
+// that cannot be reached is logged once per change and changes nothing.
+func startEtcd(ctx context.Context, cfg workers.Config, ps *poolSync, log *zap.Logger) <-chan struct{} {
+	done := make(chan struct{})
+	if cfg.EtcdURI == "" {
+		close(done)
+		return done
+	}
+	endpoints, _ := discovery.ParseEtcdURI(cfg.EtcdURI) // validated with the config
+	e := discovery.Etcd{Endpoints: endpoints, Cluster: cfg.EtcdClusterName}
+	log = log.Named("discovery").With(zap.String("etcd", cfg.EtcdURI), zap.String("prefix", e.Prefix()))
+	go func() {
+		defer close(done)
+		discovery.WatchEtcd(ctx, e, cfg.EtcdInterval, func(ws []discovery.Worker, err error) {
+			if err != nil {
+				log.Warn("etcd unreachable: the workers stay as they were", zap.Error(err))
+				return
+			}
+			applyDiscovered(ps, "etcd", ws, log)
+		})
+	}()
+	return done
+}
+
+// applyDiscovered makes the fleet's workers from source ws and brings the
 // router's pool up to date.
-func applyDiscovered(ps *poolSync, ws []discovery.Worker, log *zap.Logger) {
+func applyDiscovered(ps *poolSync, source string, ws []discovery.Worker, log *zap.Logger) {
 	desired := make([]workers.ExternalWorker, len(ws))
 	for i, w := range ws {
 		desired[i] = workers.ExternalWorker{Name: w.ID, URL: w.URL, Role: w.Role, BootstrapPort: w.BootstrapPort}
 	}
-	added, removed, err := ps.fleet.Reconcile(desired)
+	added, removed, err := ps.fleet.Reconcile(source, desired)
 	if len(added)+len(removed) > 0 {
-		log.Info("workers file applied", zap.Strings("added", added), zap.Strings("removed", removed))
+		log.Info("discovered workers applied", zap.Strings("added", added), zap.Strings("removed", removed))
 	}
 	if err != nil {
-		log.Error("workers file: some workers were not added", zap.Error(err))
+		log.Error("some discovered workers were not added", zap.Error(err))
 	}
 	ps.sync()
 }

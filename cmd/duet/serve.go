@@ -75,6 +75,8 @@ func runServe(ctx context.Context, cfg Config, log *zap.Logger) error {
 		return err
 	}
 	defer func() { cancelSync(); <-fileDone }()
+	etcdDone := startEtcd(syncCtx, cfg.Fleet, ps, log)
+	defer func() { cancelSync(); <-etcdDone }()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	q, err := queue.New(cfg.Queue, pool, queue.Options{Log: log.Named("queue"), Registry: reg})

@@ -66,11 +66,11 @@ func translateTRTLLMConfig(data []byte) ([]byte, []string, error) {
 	if err := yaml.Unmarshal(data, &top); err != nil {
 		return nil, nil, fmt.Errorf("TensorRT-LLM config: %w", err)
 	}
-	if _, ok := top["disagg_cluster"]; ok {
-		return nil, nil, fmt.Errorf("TensorRT-LLM config: disagg_cluster: dynamic worker discovery is not supported yet; list the workers in context_servers.urls and generation_servers.urls, or give duet a fleet.workers_file")
+	cluster, notes, err := trtllmCluster(top["disagg_cluster"])
+	if err != nil {
+		return nil, nil, err
 	}
-	var notes []string
-	sections, inherited, err := trtllmSections(top)
+	sections, inherited, err := trtllmSections(top, cluster == nil)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -98,10 +98,14 @@ func translateTRTLLMConfig(data []byte) ([]byte, []string, error) {
 	out["router"] = rcfg
 	notes = append(notes, rnotes...)
 	notes = append(notes, trtllmUnsupported(top)...)
-	out["fleet"] = map[string]any{
-		"context":    map[string]any{"engine": "trtllm", "urls": sections[0].urls},
-		"generation": map[string]any{"engine": "trtllm", "urls": sections[1].urls},
+	fleet := map[string]any{
+		"context":    map[string]any{"engine": "trtllm", "urls": sections[0].urls, "count": 0},
+		"generation": map[string]any{"engine": "trtllm", "urls": sections[1].urls, "count": 0},
 	}
+	for k, v := range cluster {
+		fleet[k] = v
+	}
+	out["fleet"] = fleet
 	var b bytes.Buffer
 	enc := yaml.NewEncoder(&b)
 	if err := enc.Encode(out); err != nil {
@@ -117,9 +121,47 @@ func orDefault(v, def any) any {
 	return v
 }
 
+// trtllmClusterKeys are DisaggClusterConfig's fields.
+var trtllmClusterKeys = []string{"cluster_uri", "cluster_name", "minimal_instances", "heartbeat_interval_sec", "inactive_timeout_sec"}
+
+// trtllmCluster reads disagg_cluster (TensorRT-LLM's dynamic worker
+// registration) into duet's fleet keys; nil when absent. duet reads the
+// etcd store; TensorRT-LLM's other store, hosted by its own disaggregated
+// server (an http:// cluster_uri), has no equivalent.
+func trtllmCluster(v any) (map[string]any, []string, error) {
+	if v == nil {
+		return nil, nil, nil
+	}
+	c, ok := v.(map[string]any)
+	if !ok {
+		return nil, nil, fmt.Errorf("TensorRT-LLM config: disagg_cluster: must be a mapping")
+	}
+	for k := range c {
+		if !slices.Contains(trtllmClusterKeys, k) {
+			return nil, nil, fmt.Errorf("TensorRT-LLM config: disagg_cluster.%s: unknown key (valid: %s)", k, strings.Join(trtllmClusterKeys, ", "))
+		}
+	}
+	uri, _ := c["cluster_uri"].(string)
+	if !strings.HasPrefix(uri, "etcd://") {
+		return nil, nil, fmt.Errorf("TensorRT-LLM config: disagg_cluster.cluster_uri: duet reads workers registered in etcd (etcd://host:port); got %q (an http:// store lives inside TensorRT-LLM's own disaggregated server)", uri)
+	}
+	out := map[string]any{"etcd_uri": uri}
+	if name, ok := c["cluster_name"]; ok {
+		out["etcd_cluster_name"] = name
+	}
+	var notes []string
+	for _, k := range []string{"minimal_instances", "heartbeat_interval_sec", "inactive_timeout_sec"} {
+		if _, ok := c[k]; ok {
+			notes = append(notes, fmt.Sprintf("disagg_cluster.%s: no equivalent (duet serves once a ctx and a gen worker pass their health checks; a worker leaves when its etcd lease expires)", k))
+		}
+	}
+	return out, notes, nil
+}
+
 // trtllmSections reads both sections with the top-level worker settings
-// they inherit, and returns the names of those settings.
-func trtllmSections(top map[string]any) ([2]trtllmSection, []string, error) {
+// they inherit, and returns the names of those settings. needURLs is false
+// with disagg_cluster, where TensorRT-LLM ignores the sections' urls.
+func trtllmSections(top map[string]any, needURLs bool) ([2]trtllmSection, []string, error) {
 	var inherited []string
 	for k := range top {
 		if !slices.Contains(trtllmServerKeys, k) {
@@ -130,18 +172,20 @@ func trtllmSections(top map[string]any) ([2]trtllmSection, []string, error) {
 	var out [2]trtllmSection
 	for i, key := range []string{"context_servers", "generation_servers"} {
 		raw, ok := top[key].(map[string]any)
-		if !ok {
-			if top[key] != nil {
-				return out, nil, fmt.Errorf("TensorRT-LLM config: %s: must be a mapping", key)
-			}
+		switch {
+		case !ok && top[key] != nil:
+			return out, nil, fmt.Errorf("TensorRT-LLM config: %s: must be a mapping", key)
+		case !ok && needURLs:
 			return out, nil, fmt.Errorf("TensorRT-LLM config: %s: at least one server must be listed (urls)", key)
+		case !ok:
+			raw = map[string]any{}
 		}
 		for _, k := range inherited {
 			if v, set := raw[k]; set && !reflect.DeepEqual(v, top[k]) {
 				return out, nil, fmt.Errorf("TensorRT-LLM config: %s.%s: set both at the top level and in %s, with different values", key, k, key)
 			}
 		}
-		s, err := trtllmSectionOf(key, raw)
+		s, err := trtllmSectionOf(key, raw, needURLs)
 		if err != nil {
 			return out, nil, err
 		}
@@ -151,8 +195,11 @@ func trtllmSections(top map[string]any) ([2]trtllmSection, []string, error) {
 }
 
 // trtllmSectionOf reads urls, num_instances and router of one section.
-func trtllmSectionOf(key string, raw map[string]any) (trtllmSection, error) {
+func trtllmSectionOf(key string, raw map[string]any, needURLs bool) (trtllmSection, error) {
 	s := trtllmSection{key: key, router: "round_robin", opts: map[string]any{}}
+	if err := s.readRouter(raw); err != nil || !needURLs {
+		return s, err
+	}
 	n := 1
 	if v, ok := raw["num_instances"]; ok {
 		iv, ok := v.(int)
@@ -176,6 +223,12 @@ func trtllmSectionOf(key string, raw map[string]any) (trtllmSection, error) {
 		}
 		s.urls = append(s.urls, "http://"+str)
 	}
+	return s, nil
+}
+
+// readRouter reads the section's router type and options.
+func (s *trtllmSection) readRouter(raw map[string]any) error {
+	key := s.key
 	if r, ok := raw["router"].(map[string]any); ok {
 		for k, v := range r {
 			if k == "type" {
@@ -187,14 +240,14 @@ func trtllmSectionOf(key string, raw map[string]any) (trtllmSection, error) {
 		}
 	}
 	if _, ok := trtllmPolicies[s.router]; !ok {
-		return s, fmt.Errorf("TensorRT-LLM config: %s.router.type: unsupported router type %q (valid: round_robin, load_balancing, kv_cache_aware, conversation)", key, s.router)
+		return fmt.Errorf("TensorRT-LLM config: %s.router.type: unsupported router type %q (valid: round_robin, load_balancing, kv_cache_aware, conversation)", key, s.router)
 	}
 	for _, k := range []string{"max_batch_size", "max_num_tokens"} { // router inputs in TensorRT-LLM
 		if v, ok := raw[k]; ok {
 			s.opts[k] = v
 		}
 	}
-	return s, nil
+	return nil
 }
 
 // trtllmRouter maps the two sections' routers to duet's one policy (duet

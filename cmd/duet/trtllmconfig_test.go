@@ -92,7 +92,8 @@ generation_servers: {num_instances: 1, urls: ["h2:2"], router: {type: conversati
 func TestTRTLLMConfigErrorsNameTheKey(t *testing.T) {
 	sections := "context_servers: {num_instances: 1, urls: [\"h:1\"]}\ngeneration_servers: {num_instances: 1, urls: [\"h:2\"]}\n"
 	for doc, want := range map[string]string{
-		"disagg_cluster: {cluster_uri: \"etcd://h:2379\"}\n":                                                          "disagg_cluster: dynamic worker discovery is not supported yet",
+		"disagg_cluster: {cluster_uri: \"http://h:8000\"}\n":                                                          "disagg_cluster.cluster_uri: duet reads workers registered in etcd",
+		"disagg_cluster: {cluster_uri: \"etcd://h:2379\", inactive_interval_sec: 10}\n":                               "disagg_cluster.inactive_interval_sec: unknown key",
 		"context_servers: {urls: [\"h:1\", \"h:2\"]}\ngeneration_servers: {urls: [\"h:3\"]}\n":                        "context_servers: number of urls (2) should be equal to num_instances (1)",
 		"context_servers: {urls: [\"http://h:1\"]}\ngeneration_servers: {urls: [\"h:3\"]}\n":                          `context_servers.urls[0]: must be "host:port" (no scheme)`,
 		"context_servers: {num_instances: 2}\ngeneration_servers: {urls: [\"h:3\"]}\n":                                "context_servers.urls: required",
@@ -104,13 +105,28 @@ func TestTRTLLMConfigErrorsNameTheKey(t *testing.T) {
 		_, _, err := translateTRTLLMConfig([]byte(doc))
 		require.ErrorContains(t, err, want, doc)
 	}
-	// The service-discovery example is refused with the reason.
-	data, err := os.ReadFile(filepath.Join("testdata", "trtllm", "service-discovery.yaml"))
-	require.NoError(t, err)
-	require.True(t, isTRTLLMConfig(data))
-	_, _, err = translateTRTLLMConfig(data)
-	require.ErrorContains(t, err, "disagg_cluster")
 	require.False(t, isTRTLLMConfig([]byte("router: {policy: conversation}\n")), "duet's own config")
+}
+
+func TestTRTLLMServiceDiscoveryConfig(t *testing.T) {
+	cfg, notes := loadTRTLLM(t, "service-discovery.yaml")
+	require.Equal(t, "etcd://localhost:2379", cfg.Fleet.EtcdURI)
+	require.Equal(t, "example_cluster", cfg.Fleet.EtcdClusterName)
+	require.Empty(t, cfg.Fleet.Context.URLs, "the workers register themselves")
+	require.Zero(t, cfg.Fleet.Context.Count)
+	require.Contains(t, strings.Join(notes, "\n"), "worker settings (backend)")
+	doc, notes, err := translateTRTLLMConfig([]byte(`
+port: 8000
+disagg_cluster: {cluster_uri: "etcd://localhost:2379", cluster_name: test_cluster, heartbeat_interval_sec: 1, inactive_timeout_sec: 3}
+context_servers: {router: {type: round_robin}, urls: ["ignored:1"]}
+generation_servers: {router: {type: round_robin}}
+`))
+	require.NoError(t, err)
+	cfg, err = loadConfig(viper.New(), "", doc)
+	require.NoError(t, err)
+	require.Empty(t, cfg.Fleet.Context.URLs, "TensorRT-LLM ignores urls with disagg_cluster")
+	require.Equal(t, "test_cluster", cfg.Fleet.EtcdClusterName)
+	require.Contains(t, strings.Join(notes, "\n"), "disagg_cluster.inactive_timeout_sec: no equivalent")
 }
 
 func TestEmittedTRTLLMConfigReadsBack(t *testing.T) {

@@ -18,6 +18,7 @@ import (
 	"github.com/duet-serve/duet/router"
 	"github.com/duet-serve/duet/tokenizer"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 )
 
@@ -26,8 +27,9 @@ import (
 type fakeWorker struct {
 	t       *testing.T
 	srv     *httptest.Server
-	mu      sync.Mutex // guards bodies and remotes
+	mu      sync.Mutex // guards bodies, traceparents and remotes
 	bodies  []map[string]json.RawMessage
+	parents []string        // each request's traceparent header
 	remotes map[string]bool // the client addresses (connections) requests came on
 	handle  func(w http.ResponseWriter, body map[string]json.RawMessage)
 }
@@ -43,12 +45,20 @@ func newFakeWorker(t *testing.T, handle func(w http.ResponseWriter, body map[str
 		}
 		f.mu.Lock()
 		f.bodies = append(f.bodies, body)
+		f.parents = append(f.parents, r.Header.Get("traceparent"))
 		f.remotes[r.RemoteAddr] = true
 		f.mu.Unlock()
 		f.handle(w, body)
 	}))
 	t.Cleanup(f.srv.Close)
 	return f
+}
+
+// traceparents returns the traceparent header of each request, in order.
+func (f *fakeWorker) traceparents() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.parents...)
 }
 
 // connections returns how many connections requests came on.
@@ -119,6 +129,12 @@ type harness struct {
 
 func newHarness(t *testing.T, cfg Config, ctxs, gens []*fakeWorker) *harness {
 	t.Helper()
+	return newTracedHarness(t, cfg, ctxs, gens, nil)
+}
+
+// newTracedHarness is newHarness with a tracer (nil: tracing off).
+func newTracedHarness(t *testing.T, cfg Config, ctxs, gens []*fakeWorker, tracer trace.Tracer) *harness {
+	t.Helper()
 	pool := router.NewPool()
 	var ms []router.Member
 	for i, w := range ctxs {
@@ -134,7 +150,7 @@ func newHarness(t *testing.T, cfg Config, ctxs, gens []*fakeWorker) *harness {
 	require.NoError(t, err)
 	tok, err := tokenizer.New(tokenizer.Defaults())
 	require.NoError(t, err)
-	o, err := New(Options{Config: cfg, Router: r, Tokenizer: tok, Log: zap.NewNop()})
+	o, err := New(Options{Config: cfg, Router: r, Tokenizer: tok, Log: zap.NewNop(), Tracer: tracer})
 	require.NoError(t, err)
 	h := &harness{o: o, pool: pool, members: ms}
 	t.Cleanup(func() { h.requireNoLoad(t) })

@@ -19,9 +19,10 @@ import (
 // request. A flight is used by one goroutine at a time: Handle's, then the
 // relay's once a stream is handed over.
 type flight struct {
-	o   *Orchestrator
-	ctx context.Context // ends when the client leaves
-	req *Request
+	o     *Orchestrator
+	ctx   context.Context // ends when the client leaves
+	req   *Request
+	trace flightTrace // its spans; the zero value when tracing is off
 
 	slot  *queue.Slot  // nil without an admission queue
 	pair  *router.Pair // the current attempt's; nil between attempts
@@ -94,6 +95,7 @@ func (f *flight) end(status int, err error) {
 	}
 	f.slot.Release(ok)
 	f.o.record(f)
+	f.trace.end(status, err, f, f.now())
 }
 
 // fail ends the flight with err and returns the client's error response.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"go.opentelemetry.io/otel/trace"
 	"math/rand/v2"
 	"net/http"
 	"sync"
@@ -32,6 +33,8 @@ type Options struct {
 	Rand      func() uint64
 	// Queue, when set, admits requests before routing (see orchestrator/queue).
 	Queue *queue.Queue
+	// Tracer, when set, traces every request (see trace.go); nil: off.
+	Tracer trace.Tracer
 }
 
 // Orchestrator runs the request pipeline.
@@ -46,6 +49,7 @@ type Orchestrator struct {
 	log     *zap.Logger
 	access  *zap.Logger
 	now     func() time.Time
+	tracer  trace.Tracer // nil: tracing off
 	rand    func() uint64
 	queue   *queue.Queue // nil: no admission queue
 	// drainWait bounds the read of a worker's body after its [DONE]
@@ -80,7 +84,7 @@ func New(o Options) (*Orchestrator, error) {
 		return nil, err
 	}
 	return &Orchestrator{cfg: o.Config, lens: o.Config.modelLens(), adapter: adapter, router: o.Router, tok: o.Tokenizer, up: up,
-		metrics: m, log: o.Log, access: o.AccessLog, now: o.Now, rand: o.Rand, queue: o.Queue,
+		metrics: m, log: o.Log, access: o.AccessLog, now: o.Now, rand: o.Rand, queue: o.Queue, tracer: o.Tracer,
 		drainWait: defaultDrainWait}, nil
 }
 
@@ -100,13 +104,17 @@ func (o *Orchestrator) Router() *router.Router { return o.router }
 // status 499. Handle never returns nil. A streaming Response must be
 // relayed or closed.
 func (o *Orchestrator) Handle(ctx context.Context, in Incoming) *Response {
+	tr := o.startTrace(in)
 	req, err := o.parse(in)
 	if err != nil {
-		f := &flight{o: o, ctx: ctx, req: &Request{Endpoint: in.Endpoint, ID: in.RequestID, Received: in.Received}}
+		f := &flight{o: o, ctx: ctx, trace: tr, req: &Request{Endpoint: in.Endpoint, ID: in.RequestID, Received: in.Received}}
 		return f.fail(err)
 	}
-	f := &flight{o: o, ctx: ctx, req: req, session: req.SessionKey}
-	if err := o.admit(f, in); err != nil {
+	f := &flight{o: o, ctx: ctx, trace: tr, req: req, session: req.SessionKey}
+	admission := f.trace.child(spanAdmission, trace.SpanKindInternal)
+	err = o.admit(f, in)
+	endSpan(admission, err)
+	if err != nil {
 		return f.fail(err)
 	}
 	defer func() {
@@ -131,7 +139,9 @@ func (o *Orchestrator) serve(f *flight) (*Response, error) {
 	var last *workerError
 	handleRetried := false // a gen 4xx to a handle gets one fresh context phase
 	for attempt := 0; attempt <= o.cfg.MaxRetries; attempt++ {
+		routing := f.trace.routeSpan(attempt)
 		pair, err := o.router.Route(rr)
+		endRoute(routing, pair, err)
 		if err != nil {
 			if last != nil {
 				return nil, last.clientError()

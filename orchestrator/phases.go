@@ -2,6 +2,7 @@ package orchestrator
 
 import (
 	"errors"
+	"go.opentelemetry.io/otel/trace"
 	"net/http"
 	"time"
 
@@ -99,6 +100,16 @@ func (o *Orchestrator) contextPhase(f *flight, in protocol.Input) (protocol.Cont
 	if err != nil {
 		return protocol.Context{}, err
 	}
+	ep := f.pair.Ctx.Endpoint()
+	span := f.trace.workerSpan(spanContext, ep.ID)
+	f.trace.propagate(&r, span)
+	c, err := o.contextCall(f, in, r)
+	endContext(span, err, c.CachedTokens)
+	return c, err
+}
+
+// contextCall makes the context-only call and reads its answer.
+func (o *Orchestrator) contextCall(f *flight, in protocol.Input, r protocol.Request) (protocol.Context, error) {
 	ep, req := f.pair.Ctx.Endpoint(), f.req
 	start := o.now()
 	rep, err := o.up.post(f.ctx, ep.URL, req.Endpoint.Path(), r, req.ID, start.Add(o.cfg.ContextTimeout))
@@ -159,6 +170,18 @@ func (o *Orchestrator) concurrent(f *flight, in protocol.Input) (*Response, erro
 // generate runs the generation phase. c is the context phase's result, nil
 // when there was none.
 func (o *Orchestrator) generate(f *flight, r protocol.Request, c *protocol.Context) (*Response, error) {
+	span := f.trace.workerSpan(spanFirstEvent, f.pair.Gen.Endpoint().ID)
+	f.trace.propagate(&r, span)
+	resp, err := o.generateCall(f, r, c, span)
+	if err != nil {
+		endSpan(span, err)
+	}
+	return resp, err
+}
+
+// generateCall makes the generation call; span (the first event's) ends
+// when the answer or the first event arrives.
+func (o *Orchestrator) generateCall(f *flight, r protocol.Request, c *protocol.Context, span trace.Span) (*Response, error) {
 	ep, req := f.pair.Gen.Endpoint(), f.req
 	start := o.now()
 	if !req.Stream {
@@ -177,6 +200,7 @@ func (o *Orchestrator) generate(f *flight, r protocol.Request, c *protocol.Conte
 		f.genDur = o.now().Sub(start)
 		f.cachedTokens, f.outputTokens, f.genRan = u.CachedTokens(), u.CompletionTokens, true
 		f.ttft = f.sinceStart()
+		endSpan(span, nil)
 		f.end(http.StatusOK, nil)
 		return &Response{Status: http.StatusOK, Body: body, Route: f.route}, nil
 	}
@@ -198,5 +222,6 @@ func (o *Orchestrator) generate(f *flight, r protocol.Request, c *protocol.Conte
 		rl.abort()
 		return nil, callFailed(phaseGeneration, ep, err)
 	}
+	f.trace.streamStarted(span)
 	return &Response{Status: http.StatusOK, Route: f.route, relay: rl}, nil
 }

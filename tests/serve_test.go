@@ -32,6 +32,7 @@ type serveOptions struct {
 	adminToken string
 	queue      string // the queue section, YAML flow mapping
 	debugAddr  string // server.debug_address
+	tracing    string // the tracing section, YAML flow mapping
 }
 
 func startServe(t *testing.T, o serveOptions) *deployment {
@@ -60,6 +61,7 @@ orchestrator:
 %s
 router: {policy: %s}
 queue: %s
+tracing: %s
 fleet:
   run_dir: %s
   health_interval: 200ms
@@ -81,12 +83,20 @@ fleet:
     start_timeout: 60s
     args: [%s]
     restart: {delay: 100ms, max_delay: 500ms}
-`, port, o.adminToken, o.debugAddr, o.protocol, o.extra, o.policy, queueYAML(o.queue), t.TempDir(), o.nCtx, ctxBase, ctxSide, args, o.ctxArgs, o.nGen, genBase, genSide, args)
+`, port, o.adminToken, o.debugAddr, o.protocol, o.extra, o.policy, queueYAML(o.queue), orEmpty(o.tracing), t.TempDir(), o.nCtx, ctxBase, ctxSide, args, o.ctxArgs, o.nGen, genBase, genSide, args)
 	path := writeFile(t, "duet.yaml", cfg)
 	p := startDuet(t, "serve", "--config", path)
 	d := &deployment{url: fmt.Sprintf("http://127.0.0.1:%d", port), proc: p}
 	waitHTTP(t, p, d.url+"/health", 90*time.Second)
 	return d
+}
+
+// orEmpty is a YAML flow mapping, {} when empty.
+func orEmpty(m string) string {
+	if m == "" {
+		return "{}"
+	}
+	return m
 }
 
 func queueYAML(q string) string {

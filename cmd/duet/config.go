@@ -19,6 +19,7 @@ import (
 // package that uses it; see that package's Config for the keys.
 type Config struct {
 	Log          logConfig           `mapstructure:"log"`
+	Tracing      tracingConfig       `mapstructure:"tracing"`
 	Server       frontend.Config     `mapstructure:"server"`
 	Orchestrator orchestrator.Config `mapstructure:"orchestrator"`
 	Queue        queue.Config        `mapstructure:"queue"`
@@ -33,6 +34,7 @@ type Config struct {
 func defaultConfig() Config {
 	return Config{
 		Log:          defaultLogConfig(),
+		Tracing:      defaultTracingConfig(),
 		Server:       frontend.Defaults(),
 		Orchestrator: orchestrator.Defaults(),
 		Queue:        queue.Defaults(),
@@ -54,6 +56,7 @@ func (c Config) Validate() error {
 		v    validator
 	}{
 		{"log", c.Log},
+		{"tracing", c.Tracing},
 		{"server", c.Server},
 		{"orchestrator", c.Orchestrator},
 		{"queue", c.Queue},

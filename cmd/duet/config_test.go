@@ -38,7 +38,7 @@ func TestConfigPrecedence(t *testing.T) {
 
 func TestConfigErrorsNameTheKey(t *testing.T) {
 	cases := []struct{ name, yaml, want string }{
-		{"unknown top-level", "sever: {port: 1}\n", "config: unknown key sever.port (valid keys in top level: cluster, fleet, log, orchestrator, queue, router, server, sim, tokenizer)"},
+		{"unknown top-level", "sever: {port: 1}\n", "config: unknown key sever.port (valid keys in top level: cluster, fleet, log, orchestrator, queue, router, server, sim, tokenizer, tracing)"},
 		{"unknown nested", "server: {prot: 1}\n", "config: unknown key server.prot (valid keys in server: admin_token, debug_address, host, idle_timeout, max_body_bytes, max_concurrency, max_header_bytes, port, read_timeout)"},
 		{"camelCase", "server: {maxBodyBytes: 1}\n", "unknown key server.maxbodybytes"},
 		{"bad enum", "router: {policy: random}\n", `config: router.policy: unknown policy "random" (valid: conversation, round-robin, least-load, consistent-hash, kv-aware)`},

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"go.opentelemetry.io/otel/trace"
 	"net"
 	"strconv"
 	"time"
@@ -97,7 +98,12 @@ func runServe(ctx context.Context, cfg Config, log *zap.Logger) error {
 		return err
 	}
 	defer stopCluster()
-	srv, err := buildFrontend(cfg, log, access, tok, reg, q, admin{fleet: fleet, sync: ps, shared: shared})
+	tracer, stopTracing, err := startTracing(ctx, cfg.Tracing, log)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
+	srv, err := buildFrontend(cfg, log, access, tok, reg, q, tracer, admin{fleet: fleet, sync: ps, shared: shared})
 	if err != nil {
 		return err
 	}
@@ -118,7 +124,7 @@ func listen(cfg frontend.Config) (net.Listener, error) {
 }
 
 func buildFrontend(cfg Config, log, access *zap.Logger, tok *tokenizer.Tokenizer, reg *prometheus.Registry, q *queue.Queue,
-	a admin) (*frontend.Server, error) {
+	tracer trace.Tracer, a admin) (*frontend.Server, error) {
 	pool := a.sync.pool
 	rt, err := router.New(pool, cfg.Router, nil)
 	if err != nil {
@@ -130,7 +136,7 @@ func buildFrontend(cfg Config, log, access *zap.Logger, tok *tokenizer.Tokenizer
 	ocfg := cfg.Orchestrator
 	ocfg.Models = servedModels(cfg)
 	orch, err := orchestrator.New(orchestrator.Options{Config: ocfg, Router: rt, Tokenizer: tok, Log: log,
-		AccessLog: access, Registry: reg, Queue: q})
+		AccessLog: access, Registry: reg, Queue: q, Tracer: tracer})
 	if err != nil {
 		return nil, err
 	}

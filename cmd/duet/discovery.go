@@ -34,13 +34,7 @@ func startWorkersFile(ctx context.Context, cfg workers.Config, ps *poolSync, log
 	}
 	go func() {
 		defer close(done)
-		discovery.WatchFile(ctx, path, cfg.WorkersFileInterval, func(ws []discovery.Worker, err error) {
-			if err != nil {
-				log.Error("workers file not applied: the workers stay as they were", zap.Error(err))
-				return
-			}
-			applyDiscovered(ps, "file", ws, log)
-		})
+		discovery.WatchFile(ctx, path, cfg.WorkersFileInterval, discoveredOrLogged(ps, "file", "workers file not applied", log))
 	}()
 	return done, nil
 }
@@ -59,15 +53,21 @@ func startEtcd(ctx context.Context, cfg workers.Config, ps *poolSync, log *zap.L
 	log = log.Named("discovery").With(zap.String("etcd", cfg.EtcdURI), zap.String("prefix", e.Prefix()))
 	go func() {
 		defer close(done)
-		discovery.WatchEtcd(ctx, e, cfg.EtcdInterval, func(ws []discovery.Worker, err error) {
-			if err != nil {
-				log.Warn("etcd unreachable: the workers stay as they were", zap.Error(err))
-				return
-			}
-			applyDiscovered(ps, "etcd", ws, log)
-		})
+		discovery.WatchEtcd(ctx, e, cfg.EtcdInterval, discoveredOrLogged(ps, "etcd", "etcd unreachable", log))
 	}()
 	return done
+}
+
+// discoveredOrLogged is a watcher's callback: a list is applied; an error
+// is logged (as failure) and changes nothing.
+func discoveredOrLogged(ps *poolSync, source, failure string, log *zap.Logger) func([]discovery.Worker, error) {
+	return func(ws []discovery.Worker, err error) {
+		if err != nil {
+			log.Error(failure+": the workers stay as they were", zap.Error(err))
+			return
+		}
+		applyDiscovered(ps, source, ws, log)
+	}
 }
 
 // applyDiscovered makes the fleet's workers from source ws and brings the

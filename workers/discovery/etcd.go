@@ -179,23 +179,10 @@ func prefixEnd(prefix string) string {
 // calling apply when the list changes, and with the error when a listing
 // fails after one that did not (the caller keeps the previous set).
 func WatchEtcd(ctx context.Context, e Etcd, interval time.Duration, apply func([]Worker, error)) {
-	var last string
-	first := true
-	tick := time.NewTicker(interval)
-	defer tick.Stop()
-	for {
+	poll(ctx, interval, func() (string, func()) {
 		ws, err := e.List(ctx)
-		sig := signature(ws, err)
-		if ctx.Err() == nil && (first || sig != last) {
-			first, last = false, sig
-			apply(ws, err)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-	}
+		return signature(ws, err), func() { apply(ws, err) }
+	})
 }
 
 // signature names a listing's outcome, to call apply on changes only.

@@ -12,6 +12,7 @@ import (
 	"io"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -95,24 +96,28 @@ func (w *Worker) validate() error {
 // with the workers, or with the error of a file that cannot be read or
 // parsed (the caller keeps the previous set). It returns when ctx ends.
 func WatchFile(ctx context.Context, path string, interval time.Duration, apply func([]Worker, error)) {
-	var last uint64
+	poll(ctx, interval, func() (string, func()) {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return "error: " + err.Error(), func() { apply(nil, err) }
+		}
+		return strconv.FormatUint(xxhash.Sum64(data), 16), func() { apply(ParseFile(data)) }
+	})
+}
+
+// poll calls read now and every interval until ctx ends, and runs the
+// delivery read returns when its state differs from the one before (and
+// on the first read).
+func poll(ctx context.Context, interval time.Duration, read func() (state string, deliver func())) {
+	var last string
 	first := true
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	for {
-		data, err := os.ReadFile(path)
-		sum := xxhash.Sum64(data)
-		if err != nil {
-			sum = xxhash.Sum64String("error: " + err.Error())
-		}
-		if first || sum != last {
-			first, last = false, sum
-			if err != nil {
-				apply(nil, err)
-			} else {
-				ws, perr := ParseFile(data)
-				apply(ws, perr)
-			}
+		state, deliver := read()
+		if ctx.Err() == nil && (first || state != last) {
+			first, last = false, state
+			deliver()
 		}
 		select {
 		case <-ctx.Done():

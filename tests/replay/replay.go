@@ -53,6 +53,8 @@ type Config struct {
 	DefaultMaxTokens int
 	// OracleBlockSize is the oracle's block size in tokens.
 	OracleBlockSize int
+	// OracleWindow is the windowed oracle's memory (0: 10 minutes).
+	OracleWindow time.Duration
 	// ServingOverhead is the time the serving path adds to a request
 	// outside the workers (HTTP hops, tokenization, relay), which the
 	// worker model does not have: half of it delays the context phase,
@@ -96,6 +98,10 @@ type Result struct {
 	Imbalance, MinuteImbalance float64
 	// Duration is the simulated time the replay covered.
 	Duration time.Duration
+	// WindowOracleRatio is the oracle's hit ratio when a block counts only
+	// if some prompt held it within the last OracleWindow (an unlimited
+	// cache that forgets what went unused that long).
+	WindowOracleRatio float64
 	// PooledOracleRatio is the hit ratio of an ideal router whose ctx
 	// workers' caches were one LRU cache of their summed size (the
 	// oracle's hit ratio is that of an unlimited cache): what any router
@@ -114,6 +120,7 @@ type run struct {
 	gen    map[*router.Endpoint]*worker
 	oracle *loadgen.Oracle
 	pooled *pooledOracle
+	window *windowOracle
 	recs   []loadgen.Record
 	queue  []Session // sessions not started (concurrency mode)
 	// started counts the sessions started, to number them.
@@ -127,7 +134,8 @@ func Run(cfg Config, sessions []Session) (*Result, error) {
 	}
 	r := &run{cfg: cfg, now: epoch, ctx: map[*router.Endpoint]*worker{}, gen: map[*router.Endpoint]*worker{},
 		oracle: loadgen.NewOracle(cfg.OracleBlockSize),
-		pooled: newPooledOracle(cfg.Fleet.NCtx*cfg.Fleet.Ctx.KVCapacityBlocks, cfg.Fleet.Ctx.BlockSize)}
+		pooled: newPooledOracle(cfg.Fleet.NCtx*cfg.Fleet.Ctx.KVCapacityBlocks, cfg.Fleet.Ctx.BlockSize),
+		window: newWindowOracle(cfg.OracleWindow)}
 	pool := router.NewPool()
 	var members []router.Member
 	for i := 0; i < cfg.Fleet.NCtx; i++ {
@@ -284,6 +292,7 @@ func (q *request) route() {
 	}
 	oracle := r.observeOracle(q.prompt, rq.Hashes)
 	r.pooled.observe(q.prompt, r.hashesFor(q.prompt, rq.Hashes, r.pooled.bs))
+	r.window.observe(len(q.prompt), r.hashesFor(q.prompt, rq.Hashes, r.cfg.OracleBlockSize), r.cfg.OracleBlockSize, r.now)
 	pair, err := r.rt.Route(rq)
 	if err != nil {
 		q.fail(err, oracle)
@@ -405,7 +414,7 @@ func (q *request) fail(err error, oracle int) {
 // result summarises the run.
 func (r *run) result() *Result {
 	res := &Result{Records: r.recs, Stats: r.rt.Stats(), Prefilled: map[string]int64{}, Duration: r.now.Sub(epoch),
-		PooledOracleRatio: r.pooled.ratio()}
+		PooledOracleRatio: r.pooled.ratio(), WindowOracleRatio: r.window.ratio()}
 	var all []int64
 	minutes := map[int64][]int64{}
 	for ep, w := range r.ctx {
@@ -460,6 +469,51 @@ func (o *pooledOracle) observe(prompt []int, hashes []uint64) {
 }
 
 func (o *pooledOracle) ratio() float64 {
+	if o.tokens == 0 {
+		return 0
+	}
+	return float64(o.hits) / float64(o.tokens)
+}
+
+// windowOracle is the unlimited oracle with a memory of window: a block
+// counts when a prompt held it at most window ago.
+type windowOracle struct {
+	window       time.Duration
+	seen         map[uint64]time.Time
+	hits, tokens int64
+}
+
+// defaultOracleWindow is the windowed oracle's memory by default: past the
+// gap between most turns of real chats (Mooncake's conversation trace: p50
+// 2 min, p90 8 min).
+const defaultOracleWindow = 10 * time.Minute
+
+func newWindowOracle(window time.Duration) *windowOracle {
+	if window <= 0 {
+		window = defaultOracleWindow
+	}
+	return &windowOracle{window: window, seen: map[uint64]time.Time{}}
+}
+
+// observe counts the leading blocks seen within the window (hashes are of
+// blockSize tokens), then marks every block seen now.
+func (o *windowOracle) observe(promptLen int, hashes []uint64, blockSize int, now time.Time) {
+	hit := 0
+	for hit < len(hashes) {
+		at, ok := o.seen[hashes[hit]]
+		if !ok || now.Sub(at) > o.window {
+			break
+		}
+		hit++
+	}
+	for _, h := range hashes {
+		o.seen[h] = now
+	}
+	o.hits += int64(hit * blockSize)
+	o.tokens += int64(promptLen)
+}
+
+func (o *windowOracle) ratio() float64 {
 	if o.tokens == 0 {
 		return 0
 	}

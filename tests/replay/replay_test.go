@@ -217,3 +217,14 @@ func TestEventQueueLetsPoppedEventsGo(t *testing.T) {
 	heap.Pop(&q)
 	require.Nil(t, q[:3][2], "a popped event left in the backing array would keep its request alive")
 }
+
+func TestWindowOracleByHand(t *testing.T) {
+	o := newWindowOracle(time.Minute)
+	at := func(s int) time.Time { return epoch.Add(time.Duration(s) * time.Second) }
+	h := tokenizer.BlockHashes(seq(0, 12), 4) // 3 blocks
+	o.observe(12, h, 4, at(0))                // nothing seen: 0
+	o.observe(12, h, 4, at(30))               // all 3 blocks, seen 30 s ago: 12
+	o.observe(12, h[:2], 4, at(80))           // 2 blocks seen 50 s ago: 8 (of a 12-token prompt)
+	o.observe(12, h, 4, at(150))              // block 0 and 1 seen 70 s ago: past the window, 0
+	require.InDelta(t, 20.0/48, o.ratio(), 1e-9)
+}

@@ -106,9 +106,18 @@ func runReplay(cmd *cobra.Command, f *replayFlags, cfg Config) error {
 	if f.bench.cfg.Model == "" {
 		f.bench.cfg.Model = "replay"
 	}
+	// profile_export is replay's own dataset type: duet bench's validation
+	// does not know it.
+	profile, dir := f.bench.cfg.DatasetType == replay.ProfileExport, f.bench.cfg.InputFile
+	if profile {
+		f.bench.cfg.DatasetType, f.bench.cfg.InputFile = "", ""
+	}
 	wl, err := f.bench.config(cmd.Flags())
 	if err != nil {
 		return err
+	}
+	if profile {
+		wl.DatasetType, wl.InputFile = replay.ProfileExport, dir
 	}
 	points, err := f.points(cfg)
 	if err != nil {
@@ -222,6 +231,9 @@ func poolSize(count, urls int) int {
 // replaySessions builds a fresh copy of the workload's sessions (a replay
 // consumes them: each keeps its transcript).
 func replaySessions(wl loadgen.Config, tok *tokenizer.Tokenizer) ([]replay.Session, loadgen.Config, error) {
+	if wl.DatasetType == replay.ProfileExport {
+		return profileSessions(wl, tok)
+	}
 	if wl.DatasetType == loadgen.DatasetMooncake && wl.InputFile != "" {
 		f, err := os.Open(wl.InputFile)
 		if err != nil {
@@ -249,6 +261,25 @@ func replaySessions(wl loadgen.Config, tok *tokenizer.Tokenizer) ([]replay.Sessi
 		return nil, wl, err
 	}
 	return replay.ChatSessions(sessions, tok, corpus, wlc.EndpointType, wlc.Seed), wlc, nil
+}
+
+// profileSessions replays a finished run's artifact directory (--input-file
+// DIR --custom-dataset-type profile_export): on its own timestamps unless
+// --concurrency is given.
+func profileSessions(wl loadgen.Config, tok *tokenizer.Tokenizer) ([]replay.Session, loadgen.Config, error) {
+	sessions, err := replay.ProfileSessions(wl.InputFile)
+	if err != nil {
+		return nil, wl, fmt.Errorf("--input-file: %w", err)
+	}
+	if wl.NumSessions > 0 && wl.NumSessions < len(sessions) {
+		sessions = sessions[:wl.NumSessions]
+	}
+	wl.FixedSchedule = wl.Concurrency == 0
+	corpus, err := loadgen.NewCorpus(tok)
+	if err != nil {
+		return nil, wl, err
+	}
+	return replay.ChatSessions(sessions, tok, corpus, wl.EndpointType, wl.Seed), wl, nil
 }
 
 // replayConfig is one sweep point's replay configuration.

@@ -2,6 +2,9 @@ package replay
 
 import (
 	"container/heap"
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -227,4 +230,40 @@ func TestWindowOracleByHand(t *testing.T) {
 	o.observe(12, h[:2], 4, at(80))           // 2 blocks seen 50 s ago: 8 (of a 12-token prompt)
 	o.observe(12, h, 4, at(150))              // block 0 and 1 seen 70 s ago: past the window, 0
 	require.InDelta(t, 20.0/48, o.ratio(), 1e-9)
+}
+
+func TestProfileSessionsReadARun(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "inputs.json"), []byte(`{"data": [
+{"session_id": "b", "payloads": [{"model": "m", "messages": [{"role": "user", "content": "late"}], "max_completion_tokens": 5}]},
+{"session_id": "a", "payloads": [
+  {"model": "m", "messages": [{"role": "system", "content": "sys"}, {"role": "user", "content": "one"}], "max_completion_tokens": 7},
+  {"model": "m", "messages": [{"role": "system", "content": "sys"}, {"role": "user", "content": "one"}, {"role": "user", "content": "two"}], "max_tokens": 9}]}
+]}`), 0o644))
+	ns := func(ms int64) int64 { return 1_700_000_000_000_000_000 + ms*1_000_000 }
+	var jsonl strings.Builder
+	for _, r := range []struct {
+		conv       string
+		turn       int
+		start, end int64
+		phase      string
+	}{{"a", 0, 0, 400, "profiling"}, {"a", 1, 1400, 2000, "profiling"}, {"b", 0, 250, 500, "profiling"}, {"w", 0, 0, 1, "warmup"}} {
+		fmt.Fprintf(&jsonl, `{"metadata":{"conversation_id":%q,"turn_index":%d,"request_start_ns":%d,"request_end_ns":%d,"benchmark_phase":%q},"metrics":{}}`+"\n",
+			r.conv, r.turn, ns(r.start), ns(r.end), r.phase)
+	}
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "profile_export.jsonl"), []byte(jsonl.String()), 0o644))
+
+	ss, err := ProfileSessions(dir)
+	require.NoError(t, err)
+	require.Len(t, ss, 2)
+	a, b := ss[0], ss[1]
+	require.Equal(t, "a", a.ID, "in the order the run started them")
+	require.Equal(t, "sys", a.System)
+	require.Equal(t, []string{"one", "two"}, []string{a.Turns[0].Text, a.Turns[1].Text})
+	require.Equal(t, []int{7, 9}, []int{a.Turns[0].MaxTokens, a.Turns[1].MaxTokens})
+	require.Equal(t, time.Duration(0), a.Turns[0].Timestamp)
+	require.Equal(t, ms(1000), a.Turns[1].Delay, "the gap after the previous turn ended")
+	require.Equal(t, ms(250), b.Turns[0].Timestamp)
+	_, err = ProfileSessions(t.TempDir())
+	require.ErrorContains(t, err, "inputs.json")
 }

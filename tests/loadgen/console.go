@@ -189,3 +189,12 @@ func metricRow(m *Metric, stats []string, blank string) []string {
 	}
 	return row
 }
+
+// valueNumber formats a single-value metric for people: counts of requests
+// and tokens as integers, others with format.
+func valueNumber(v float64, unit string, format func(float64, string) string) string {
+	if (unit == "requests" || unit == "tokens") && v == math.Trunc(v) && math.Abs(v) < 1<<53 {
+		return strconv.FormatInt(int64(v), 10)
+	}
+	return format(v, unit)
+}

@@ -8,8 +8,8 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
-	"time"
 )
 
 // The artifact files of a run, named as aiperf names them (plus the HTML
@@ -80,11 +80,13 @@ func writeFile(path string, write func(*bufio.Writer) error) error {
 	return f.Close()
 }
 
-// writeSummaryCSV writes aiperf's two-section CSV: distribution metrics
-// with their statistics, a blank line, then single-value metrics.
+// writeSummaryCSV writes the CSV as aiperf 0.12.0 writes it
+// (exporters/metrics_csv_exporter.py): distribution metrics with their
+// statistics, sorted by tag; a blank row; single-value metrics, sorted by
+// tag; every number with two decimals; CRLF line ends.
 func writeSummaryCSV(w *bufio.Writer, sum *Summary) error {
 	cw := csv.NewWriter(w)
-	header := append([]string{"Metric"}, StatNames...)
+	cw.UseCRLF = true
 	var dists, values []*Metric
 	for i := range sum.Metrics {
 		if sum.Metrics[i].Stats != nil {
@@ -93,15 +95,18 @@ func writeSummaryCSV(w *bufio.Writer, sum *Summary) error {
 			values = append(values, &sum.Metrics[i])
 		}
 	}
+	byTag := func(ms []*Metric) { sort.Slice(ms, func(i, j int) bool { return ms[i].Tag < ms[j].Tag }) }
+	byTag(dists)
+	byTag(values)
 	if len(dists) > 0 {
-		if err := cw.Write(header); err != nil {
+		if err := cw.Write(append([]string{"Metric"}, CSVStatNames...)); err != nil {
 			return err
 		}
 		for _, m := range dists {
 			row := []string{csvName(m)}
-			for _, name := range StatNames {
+			for _, name := range CSVStatNames {
 				v, _ := m.Stats.Get(name)
-				row = append(row, csvNumber(v, m.Unit))
+				row = append(row, csvNumber(v))
 			}
 			if err := cw.Write(row); err != nil {
 				return err
@@ -118,7 +123,7 @@ func writeSummaryCSV(w *bufio.Writer, sum *Summary) error {
 			return err
 		}
 		for _, m := range values {
-			if err := cw.Write([]string{csvName(m), valueNumber(*m.Value, m.Unit, csvNumber)}); err != nil {
+			if err := cw.Write([]string{csvName(m), csvNumber(*m.Value)}); err != nil {
 				return err
 			}
 		}
@@ -135,33 +140,25 @@ func csvName(m *Metric) string {
 	return m.Header + " (" + m.Unit + ")"
 }
 
-// csvNumber formats with two decimals as aiperf does (four for ratios).
-func csvNumber(v float64, unit string) string {
-	if math.IsNaN(v) || math.IsInf(v, 0) {
-		return ""
-	}
-	if unit == "ratio" {
-		return strconv.FormatFloat(v, 'f', 4, 64)
+// csvNumber formats a value as aiperf does, f"{v:.2f}": two decimals, and
+// nan / inf / -inf as Python spells them.
+func csvNumber(v float64) string {
+	switch {
+	case math.IsNaN(v):
+		return "nan"
+	case math.IsInf(v, 1):
+		return "inf"
+	case math.IsInf(v, -1):
+		return "-inf"
 	}
 	return strconv.FormatFloat(v, 'f', 2, 64)
 }
 
-// valueNumber formats a single-value metric: counts of requests and tokens
-// as integers (as aiperf writes its integer totals), others with format.
-func valueNumber(v float64, unit string, format func(float64, string) string) string {
-	if (unit == "requests" || unit == "tokens") && v == math.Trunc(v) && math.Abs(v) < 1<<53 {
-		return strconv.FormatInt(int64(v), 10)
-	}
-	return format(v, unit)
-}
-
-// writeRecords writes profile_export.jsonl: one line per profiling request.
+// writeRecords writes profile_export.jsonl: one line per request, warm-up
+// included (benchmark_phase tells them apart), as aiperf writes it.
 func writeRecords(w *bufio.Writer, records []Record) error {
 	for i := range records {
 		r := &records[i]
-		if r.Phase != PhaseProfiling {
-			continue
-		}
 		if _, err := w.Write(recordJSON(r)); err != nil {
 			return err
 		}
@@ -172,39 +169,31 @@ func writeRecords(w *bufio.Writer, records []Record) error {
 	return nil
 }
 
-func nsOrNull(t time.Time) json.RawMessage {
-	if t.IsZero() {
-		return json.RawMessage("null")
-	}
-	return mustJSON(t.UnixNano())
-}
-
-// recordJSON renders one record in aiperf's MetricRecordInfo shape.
+// recordJSON renders one record in aiperf 0.12's MetricRecordInfo shape,
+// dumped as it dumps it (exclude_none): no null field, and no error key on
+// a request that succeeded.
 func recordJSON(r *Record) []byte {
-	cancelTime := json.RawMessage("null")
-	if r.Cancelled {
-		cancelTime = nsOrNull(r.End)
-	}
-	meta := writeObject([]jsonField{
-		{"session_num", mustJSON(r.SessionNum)},
-		{"x_request_id", mustJSON(r.RequestID)},
-		{"x_correlation_id", mustJSON(r.CorrelationID)},
-		{"conversation_id", mustJSON(r.ConversationID)},
-		{"turn_index", mustJSON(r.TurnIndex)},
-		{"request_start_ns", nsOrNull(r.Start)},
-		{"request_ack_ns", nsOrNull(r.Ack)},
-		{"request_end_ns", nsOrNull(r.End)},
-		{"worker_id", mustJSON("duet-bench")},
-		{"record_processor_id", mustJSON("duet-bench")},
-		{"benchmark_phase", mustJSON(r.Phase)},
-		{"was_cancelled", mustJSON(r.Cancelled)},
-		{"cancellation_time_ns", cancelTime},
-	})
-	errJSON := json.RawMessage("null")
+	var meta section
+	meta.set("session_num", r.SessionNum, true)
+	meta.set("x_request_id", r.RequestID, r.RequestID != "")
+	meta.set("x_correlation_id", r.CorrelationID, r.CorrelationID != "")
+	meta.set("conversation_id", r.ConversationID, r.ConversationID != "")
+	meta.set("turn_index", r.TurnIndex, true)
+	meta.set("request_start_ns", r.Start.UnixNano(), true)
+	meta.set("request_ack_ns", r.Ack.UnixNano(), !r.Ack.IsZero())
+	meta.set("request_end_ns", r.End.UnixNano(), true)
+	meta.set("worker_id", "duet-bench", true)
+	meta.set("record_processor_id", "duet-bench", true)
+	meta.set("benchmark_phase", r.Phase, true)
+	meta.set("was_cancelled", r.Cancelled, true)
+	meta.set("cancellation_time_ns", r.End.UnixNano(), r.Cancelled && !r.End.IsZero())
+	meta.set("context_overflow_skip", false, true)
+	meta.set("agent_depth", 0, true)
+	fields := []jsonField{{"metadata", writeObject(meta)}, {"metrics", recordMetrics(r)}}
 	if r.Err != nil {
-		errJSON = mustJSON(r.Err)
+		fields = append(fields, jsonField{"error", mustJSON(r.Err)})
 	}
-	return writeObject([]jsonField{{"metadata", meta}, {"metrics", recordMetrics(r)}, {"error", errJSON}})
+	return writeObject(fields)
 }
 
 func recordMetrics(r *Record) json.RawMessage {

@@ -28,26 +28,28 @@ func TestArtifactsRoundTrip(t *testing.T) {
 	readJSON(t, filepath.Join(dir, FileSummaryJSON), &top)
 	var ttft map[string]any
 	require.NoError(t, json.Unmarshal(top["time_to_first_token"], &ttft))
-	for _, k := range append([]string{"unit", "count"}, StatNames...) {
+	for _, k := range append([]string{"unit", "count", "sum"}, StatNames...) {
 		require.Contains(t, ttft, k)
 	}
 	require.Equal(t, 6.0, ttft["count"])
+	require.Contains(t, readText(t, filepath.Join(dir, FileSummaryJSON)), `"avg": 6.0`, "floats are written with a fraction, as aiperf writes them")
 	var rc map[string]any
 	require.NoError(t, json.Unmarshal(top["request_count"], &rc))
 	require.Equal(t, map[string]any{"unit": "requests", "avg": 6.0}, rc)
-	for _, k := range []string{"error_summary", "was_cancelled", "input_config", "start_time", "end_time", "duet",
+	for _, k := range []string{"schema_version", "benchmark_id", "run_info", "error_summary", "was_cancelled", "input_config", "start_time", "end_time", "duet",
 		"cache_hit_ratio", "oracle_hit_ratio", "routing_efficiency", "request_throughput", "benchmark_duration"} {
 		require.Contains(t, top, k)
 	}
 	require.JSONEq(t, `[]`, string(top["error_summary"]))
 
 	csvText := readText(t, filepath.Join(dir, FileSummaryCSV))
-	sections := strings.Split(csvText, "\n\n")
-	require.Len(t, sections, 2, "aiperf's two sections")
-	require.True(t, strings.HasPrefix(sections[0], "Metric,avg,min,max,p1,p5,p10,p25,p50,p75,p90,p95,p99,std\n"))
-	require.Contains(t, sections[0], "\nTime to First Token (ms),")
-	require.True(t, strings.HasPrefix(sections[1], "Metric,Value\n"))
-	require.Contains(t, sections[1], "\nRequest Count,6\n")
+	sections := strings.Split(csvText, "\r\n\r\n")
+	require.Len(t, sections, 2, "aiperf's two sections, CRLF")
+	require.True(t, strings.HasPrefix(sections[0], "Metric,avg,min,max,sum,p1,p5,p10,p25,p50,p75,p90,p95,p99,std\r\n"))
+	require.Contains(t, sections[0], "\r\nTime to First Token (ms),1.00,")
+	require.Less(t, strings.Index(sections[0], "Input Sequence Length"), strings.Index(sections[0], "Request Latency"), "rows sorted by tag")
+	require.True(t, strings.HasPrefix(sections[1], "Metric,Value\r\n"))
+	require.Contains(t, sections[1], "\r\nRequest Count,6.00\r\n")
 
 	lines := readLines(t, filepath.Join(dir, FileRecords))
 	require.Len(t, lines, 6)
@@ -63,6 +65,7 @@ func TestArtifactsRoundTrip(t *testing.T) {
 			require.Contains(t, rec.Metadata, k)
 		}
 		require.Nil(t, rec.Error)
+		require.NotContains(t, l, `"error"`, "no error key on success, as aiperf writes it")
 		require.Equal(t, "ms", rec.Metrics["time_to_first_token"]["unit"])
 		require.Contains(t, rec.Metrics, "usage_prompt_cache_read_tokens")
 	}

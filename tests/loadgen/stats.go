@@ -14,7 +14,7 @@ var Percentiles = []float64{1, 5, 10, 25, 50, 75, 90, 95, 99}
 // population standard deviation.
 type Stats struct {
 	Count                                     int
-	Avg, Min, Max, Std                        float64
+	Avg, Min, Max, Std, Sum                   float64
 	P1, P5, P10, P25, P50, P75, P90, P95, P99 float64
 }
 
@@ -35,7 +35,7 @@ func Summarize(xs []float64) Stats {
 	for _, x := range s {
 		sq += (x - mean) * (x - mean)
 	}
-	st := Stats{Count: len(s), Avg: mean, Min: s[0], Max: s[len(s)-1], Std: math.Sqrt(sq / float64(len(s)))}
+	st := Stats{Count: len(s), Avg: mean, Min: s[0], Max: s[len(s)-1], Std: math.Sqrt(sq / float64(len(s))), Sum: sum}
 	ps := []*float64{&st.P1, &st.P5, &st.P10, &st.P25, &st.P50, &st.P75, &st.P90, &st.P95, &st.P99}
 	for i, p := range Percentiles {
 		*ps[i] = Percentile(s, p)
@@ -56,7 +56,7 @@ func Percentile(sorted []float64, p float64) float64 {
 }
 
 // Get returns a statistic by its export name (avg, min, max, std, count,
-// p1 ... p99).
+// sum, p1 ... p99).
 func (s Stats) Get(name string) (float64, bool) {
 	switch name {
 	case "avg":
@@ -69,6 +69,8 @@ func (s Stats) Get(name string) (float64, bool) {
 		return s.Std, true
 	case "count":
 		return float64(s.Count), true
+	case "sum":
+		return s.Sum, true
 	}
 	for i, p := range Percentiles {
 		if name == "p"+strconv.Itoa(int(p)) {
@@ -78,5 +80,9 @@ func (s Stats) Get(name string) (float64, bool) {
 	return 0, false
 }
 
-// StatNames are the statistics of a distribution metric in export order.
-var StatNames = []string{"avg", "min", "max", "p1", "p5", "p10", "p25", "p50", "p75", "p90", "p95", "p99", "std"}
+// StatNames are the statistics of a distribution metric in the order of
+// aiperf 0.12's JsonMetricResult (count and sum follow, see metricJSON).
+var StatNames = []string{"avg", "p1", "p5", "p10", "p25", "p50", "p75", "p90", "p95", "p99", "min", "max", "std"}
+
+// CSVStatNames are the statistic columns of aiperf 0.12's CSV (STAT_KEYS).
+var CSVStatNames = []string{"avg", "min", "max", "sum", "p1", "p5", "p10", "p25", "p50", "p75", "p90", "p95", "p99", "std"}

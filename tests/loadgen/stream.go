@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"strings"
 	"time"
 
@@ -14,7 +15,6 @@ import (
 // Error types recorded by the client (ErrorDetails.Type). A non-2xx answer
 // uses the type of the server's OpenAI error body, or HTTPError.
 const (
-	ErrHTTP          = "HTTPError"
 	ErrConnection    = "ConnectionError"
 	ErrTimeout       = "TimeoutError"
 	ErrCancelled     = "RequestCancellationError"
@@ -28,8 +28,8 @@ const (
 // ErrorDetails is a failed request's error as aiperf exports it: the HTTP
 // status when there was one, a type and a message.
 type ErrorDetails struct {
-	Code    *int   `json:"code"`
-	Type    string `json:"type"`
+	Code    *int   `json:"code,omitempty"`
+	Type    string `json:"type,omitempty"`
 	Message string `json:"message"`
 }
 
@@ -202,20 +202,11 @@ func inStreamError(raw json.RawMessage) *ErrorDetails {
 	return newError(ErrInStream, "%s: %s", d.Type, d.Message)
 }
 
-// statusError describes a non-2xx answer from its OpenAI error body.
+// statusError describes a non-2xx answer as aiperf 0.12 does
+// (transports/aiohttp_client.py): the status as the code, the HTTP reason
+// phrase as the type, the body as the message (at most 4 KiB here).
 func statusError(status int, body []byte) *ErrorDetails {
-	e := &ErrorDetails{Code: &status, Type: ErrHTTP, Message: truncate(strings.TrimSpace(string(body)), 200)}
-	var eb openai.ErrorBody
-	if json.Unmarshal(body, &eb) == nil && (eb.Error.Type != "" || eb.Error.Message != "") {
-		if eb.Error.Type != "" {
-			e.Type = eb.Error.Type
-		}
-		e.Message = eb.Error.Message
-	}
-	if e.Message == "" {
-		e.Message = fmt.Sprintf("HTTP %d", status)
-	}
-	return e
+	return &ErrorDetails{Code: &status, Type: http.StatusText(status), Message: truncate(strings.TrimSpace(string(body)), 4096)}
 }
 
 func truncate(s string, n int) string {

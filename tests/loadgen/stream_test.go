@@ -147,12 +147,12 @@ func TestClientErrors(t *testing.T) {
 		return ex.err
 	}
 	e := do("503", context.Background())
-	require.Equal(t, "service_unavailable_error", e.Type)
+	require.Equal(t, "Service Unavailable", e.Type, "aiperf's type: the HTTP reason phrase")
 	require.Equal(t, 503, *e.Code)
-	require.Equal(t, "no healthy worker", e.Message)
+	require.Contains(t, e.Message, "no healthy worker", "the body, as aiperf keeps it")
 
 	e = do("500-plain", context.Background())
-	require.Equal(t, ErrHTTP, e.Type)
+	require.Equal(t, "Internal Server Error", e.Type)
 	require.Equal(t, 500, *e.Code)
 
 	require.Equal(t, ErrEmptyResponse, do("empty", context.Background()).Type)
@@ -175,10 +175,13 @@ func TestClientErrors(t *testing.T) {
 	require.Equal(t, ErrConnection, do("x", context.Background()).Type)
 }
 
-func TestStatusErrorKeepsUnknownBodies(t *testing.T) {
+func TestStatusErrorIsAiperfs(t *testing.T) {
 	e := statusError(502, []byte("<html>bad gateway</html>"))
-	require.Equal(t, ErrHTTP, e.Type)
+	require.Equal(t, "Bad Gateway", e.Type)
 	require.Equal(t, "<html>bad gateway</html>", e.Message)
 	e = statusError(429, nil)
-	require.Equal(t, "HTTP 429", e.Message)
+	require.Equal(t, "Too Many Requests", e.Type)
+	require.Empty(t, e.Message)
+	e = statusError(599, []byte("x"))
+	require.Empty(t, e.Type, "no reason phrase: no type, as aiperf omits None")
 }

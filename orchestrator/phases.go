@@ -2,6 +2,7 @@ package orchestrator
 
 import (
 	"errors"
+	"fmt"
 	"go.opentelemetry.io/otel/trace"
 	"net/http"
 	"time"
@@ -152,6 +153,8 @@ func (o *Orchestrator) concurrent(f *flight, in protocol.Input) (*Response, erro
 	}
 	ctxLease := f.pair.DetachCtx() // the background leg alone refunds it
 	ctx, id, path := f.ctx, f.req.ID, f.req.Endpoint.Path()
+	span := f.trace.workerSpan(spanContext, ctxLease.Endpoint().ID) // may end after the request's span
+	f.trace.propagate(&ctxReq, span)
 	o.background.Add(1)
 	go func() {
 		defer o.background.Done()
@@ -159,7 +162,11 @@ func (o *Orchestrator) concurrent(f *flight, in protocol.Input) (*Response, erro
 		ep := ctxLease.Endpoint()
 		rep, err := o.up.post(ctx, ep.URL, path, ctxReq, id, o.now().Add(o.cfg.ContextTimeout))
 		o.observe(ep, rep.status, err)
-		if (err != nil && !errors.Is(err, errCancelled)) || (err == nil && rep.status != http.StatusOK) {
+		if err == nil && rep.status != http.StatusOK {
+			err = fmt.Errorf("status %d", rep.status)
+		}
+		endSpan(span, err)
+		if err != nil && !errors.Is(err, errCancelled) {
 			o.log.Warn("sglang prefill leg failed", zap.String("request_id", id), zap.String("worker", ep.ID),
 				zap.Int("status", rep.status), zap.Error(err))
 		}

@@ -83,3 +83,16 @@ func TestTracingSpanTreeOverOTLP(t *testing.T) {
 	}
 	require.Equal(t, tracepb.Span_SPAN_KIND_CLIENT, spans["context"].Kind)
 }
+
+// SGLang's context leg runs beside the generation leg: it is traced too,
+// and carries its span's traceparent.
+func TestTracingSGLangContextLeg(t *testing.T) {
+	recv := newOTLPReceiver(t)
+	d := startServe(t, serveOptions{protocol: "sglang", nCtx: 1, nGen: 1, tracing: fmt.Sprintf("{otlp_endpoint: %q}", recv.URL)})
+	traceID := "5bf92f3577b34da6a3ce929d0e0e4736"
+	code, _, body := d.chat(t, true, "trace the prefill", "", "traceparent", "00-"+traceID+"-00f067aa0ba902b7-01")
+	require.Equal(t, http.StatusOK, code, string(body))
+	require.Eventually(t, func() bool { _, ok := recv.trace(traceID)["context"]; return ok }, 20*time.Second, 50*time.Millisecond)
+	spans := recv.trace(traceID)
+	require.Equal(t, spans["duet.request"].SpanId, spans["context"].ParentSpanId)
+}

@@ -193,13 +193,8 @@ func (c *Conversation) save(s *session) {
 // idOf returns the ID of the pool's worker with the given identity, "" when
 // there is none.
 func (c *Conversation) idOf(identity string) string {
-	if identity == "" {
-		return ""
-	}
-	for _, ep := range c.pool.All() {
-		if ep.Identity() == identity {
-			return ep.ID
-		}
+	if ep := c.pool.ByIdentity(identity); ep != nil && identity != "" {
+		return ep.ID
 	}
 	return ""
 }

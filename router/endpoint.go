@@ -59,8 +59,12 @@ func (e *Endpoint) Identity() string {
 	if e.URL == "" {
 		return e.ID
 	}
-	return strings.TrimSuffix(e.URL, "/")
+	return URLIdentity(e.URL)
 }
+
+// URLIdentity is the identity of the worker at url (Endpoint.Identity), for
+// code that names workers by URL before they are endpoints.
+func URLIdentity(url string) string { return strings.TrimSuffix(url, "/") }
 
 // String returns the endpoint's ID, for logs and errors.
 func (e *Endpoint) String() string { return e.ID }

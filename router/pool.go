@@ -36,9 +36,10 @@ type Pool struct {
 
 // poolSnapshot is immutable once published.
 type poolSnapshot struct {
-	all     []*Endpoint // sorted by ID
-	byID    map[string]*Endpoint
-	version uint64 // bumped when membership (not health) changes
+	all        []*Endpoint // sorted by ID
+	byID       map[string]*Endpoint
+	byIdentity map[string]*Endpoint // the first by ID of each identity
+	version    uint64               // bumped when membership (not health) changes
 }
 
 // NewPool returns an empty pool.
@@ -82,6 +83,12 @@ func (p *Pool) Sync(members []Member) bool {
 		next.all = append(next.all, ep)
 	}
 	sort.Slice(next.all, func(i, j int) bool { return next.all[i].ID < next.all[j].ID })
+	next.byIdentity = make(map[string]*Endpoint, len(next.all))
+	for _, ep := range next.all {
+		if _, dup := next.byIdentity[ep.Identity()]; !dup {
+			next.byIdentity[ep.Identity()] = ep
+		}
+	}
 	changed = changed || len(next.all) != len(old.all)
 	if changed {
 		next.version++
@@ -105,6 +112,10 @@ func (p *Pool) Version() uint64 { return p.snapshot.Load().version }
 
 // Get returns the endpoint with the given ID, or nil.
 func (p *Pool) Get(id string) *Endpoint { return p.snapshot.Load().byID[id] }
+
+// ByIdentity returns the endpoint with the given identity (its URL, see
+// Endpoint.Identity), or nil; of several, the first by ID.
+func (p *Pool) ByIdentity(identity string) *Endpoint { return p.snapshot.Load().byIdentity[identity] }
 
 // All returns every endpoint sorted by ID. The slice is shared: do not
 // modify it.

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"strings"
 	"time"
 
 	"github.com/duet-serve/duet/router"
@@ -78,7 +77,7 @@ func registerStoreMetrics(reg prometheus.Registerer, s *redisstore.Store) {
 // removed, already present or already draining is left as it is.
 func applyWorkerChanges(ps *poolSync, changes []redisstore.WorkerChange, log *zap.Logger) {
 	for _, c := range changes {
-		ep := endpointByIdentity(ps.pool, c.Identity())
+		ep := ps.pool.ByIdentity(c.Identity())
 		var err error
 		switch {
 		case c.Op == redisstore.OpRemove && ep != nil:
@@ -95,21 +94,11 @@ func applyWorkerChanges(ps *poolSync, changes []redisstore.WorkerChange, log *za
 	ps.sync()
 }
 
-// endpointByIdentity returns the pool's worker with that identity, or nil.
-func endpointByIdentity(pool *router.Pool, identity string) *router.Endpoint {
-	for _, ep := range pool.All() {
-		if ep.Identity() == identity {
-			return ep
-		}
-	}
-	return nil
-}
-
 // inFleet reports whether the fleet has a worker (removed or not) at that
 // identity: a removed plan worker keeps its name and cannot come back.
 func inFleet(fleet *workers.Fleet, identity string) bool {
 	for _, w := range fleet.Snapshot() {
-		if strings.TrimSuffix(w.URL, "/") == identity && !w.Removed {
+		if router.URLIdentity(w.URL) == identity && !w.Removed {
 			return true
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/duet-serve/duet/proto/disagg"
+	"github.com/duet-serve/duet/router"
 )
 
 // sync is one load exchange: it publishes this replica's load per worker,
@@ -123,7 +124,7 @@ const (
 )
 
 // Identity is the worker's identity as router.Endpoint.Identity gives it.
-func (c WorkerChange) Identity() string { return strings.TrimSuffix(c.URL, "/") }
+func (c WorkerChange) Identity() string { return router.URLIdentity(c.URL) }
 
 // deliverWorkers hands the admin changes to OnWorkers when they differ from
 // the last delivery, in identity order.

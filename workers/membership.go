@@ -3,6 +3,7 @@ package workers
 import (
 	"errors"
 	"fmt"
+	"github.com/duet-serve/duet/workers/discovery"
 	"net/url"
 	"slices"
 	"strconv"
@@ -120,22 +121,11 @@ func (f *Fleet) findLocked(name string) int {
 // role's pool.
 func (f *Fleet) externalSpec(x ExternalWorker) (WorkerSpec, error) {
 	base := strings.TrimRight(x.URL, "/")
-	u, err := url.Parse(base)
-	_, roleErr := disagg.ParseRole(string(x.Role))
-	switch {
-	case x.Name == "" || strings.ContainsAny(x.Name, "/ \t\r\n"):
-		return WorkerSpec{}, fmt.Errorf("%w: name must be non-empty without '/' or whitespace", ErrInvalidWorker)
-	case roleErr != nil:
-		return WorkerSpec{}, fmt.Errorf("%w: %w", ErrInvalidWorker, roleErr)
-	case err != nil:
-		return WorkerSpec{}, fmt.Errorf("%w: url: %w", ErrInvalidWorker, err)
-	case (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
-		return WorkerSpec{}, fmt.Errorf("%w: url must be http:// or https:// with a host, got %q", ErrInvalidWorker, x.URL)
-	case x.BootstrapPort < 0 || x.BootstrapPort > 65535:
-		return WorkerSpec{}, fmt.Errorf("%w: bootstrap port %d outside 0..65535", ErrInvalidWorker, x.BootstrapPort)
-	case x.BootstrapPort != 0 && !x.Role.ServesContext():
-		return WorkerSpec{}, fmt.Errorf("%w: a bootstrap port is for SGLang prefill (context) workers", ErrInvalidWorker)
+	w := discovery.Worker{ID: x.Name, URL: base, Role: x.Role, BootstrapPort: x.BootstrapPort}
+	if err := w.Validate(); err != nil { // the same rules as every membership source
+		return WorkerSpec{}, fmt.Errorf("%w: %w", ErrInvalidWorker, err)
 	}
+	u, _ := url.Parse(base)
 	p := f.cfg.Context
 	if !x.Role.ServesContext() {
 		p = f.cfg.Generation

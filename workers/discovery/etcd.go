@@ -152,7 +152,7 @@ func workersOf(kvs []kv) []Worker {
 			id = x.Key[strings.LastIndexByte(x.Key, '/')+1:]
 		}
 		cand := Worker{ID: id, URL: "http://" + net.JoinHostPort(w.Host, strconv.Itoa(w.Port)), Role: role}
-		if cand.validate() == nil {
+		if cand.Validate() == nil {
 			out = append(out, cand)
 		}
 	}

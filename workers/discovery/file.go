@@ -58,7 +58,7 @@ func ParseFile(data []byte) ([]Worker, error) {
 	for i := range doc.Workers {
 		w := &doc.Workers[i]
 		w.URL = strings.TrimRight(w.URL, "/")
-		if err := w.validate(); err != nil {
+		if err := w.Validate(); err != nil {
 			return nil, fmt.Errorf("workers[%d].%w", i, err)
 		}
 		if j, dup := ids[w.ID]; dup {
@@ -72,8 +72,12 @@ func ParseFile(data []byte) ([]Worker, error) {
 	return doc.Workers, nil
 }
 
-func (w *Worker) validate() error {
-	if w.ID == "" || strings.ContainsAny(w.ID, "/ \t\n") {
+// Validate checks a worker as every membership source (this file, etcd,
+// the admin API) must: an id without '/' or whitespace, an http(s) URL with
+// a host, a known role, and a bootstrap port only on a worker that serves
+// context. Errors name the key.
+func (w *Worker) Validate() error {
+	if w.ID == "" || strings.ContainsAny(w.ID, "/ \t\r\n") {
 		return fmt.Errorf("id: must be non-empty, without '/' or whitespace, got %q", w.ID)
 	}
 	u, err := url.Parse(w.URL)
@@ -85,7 +89,7 @@ func (w *Worker) validate() error {
 	default:
 		return fmt.Errorf("role: must be context, generation or mixed, got %q", w.Role)
 	}
-	if w.BootstrapPort < 0 || w.BootstrapPort > 65535 || (w.BootstrapPort > 0 && w.Role == disagg.RoleGeneration) {
+	if w.BootstrapPort < 0 || w.BootstrapPort > 65535 || (w.BootstrapPort > 0 && !w.Role.ServesContext()) {
 		return fmt.Errorf("bootstrap_port: must be a port of a worker that serves context, got %d", w.BootstrapPort)
 	}
 	return nil

@@ -22,7 +22,7 @@ import "github.com/redis/go-redis/v9"
 
 // findSource returns {sessions, load}. sessions is the session ARGV[2] (as
 // key, record) or, when it is "", the sessions whose previous prompt ends
-// at one of ARGV[6...] (deepest first): the sessions at the first ARGV[4]
+// at one of the 8-byte ends packed in ARGV[6] (deepest first): the sessions at the first ARGV[4]
 // ends that have any, skipping ends shared by more than ARGV[3] sessions (a
 // common prefix names no one conversation); it drops index entries of
 // expired sessions on its way. load is the live replicas' summed load but
@@ -39,8 +39,9 @@ end
 local now = nowMs()
 local maxPer, maxEnds = tonumber(ARGV[3]), tonumber(ARGV[4])
 local out, ends = {}, 0
-for i = 6, #ARGV do
-  local px = p .. 'px:' .. ARGV[i]
+local packed = ARGV[6] or ''
+for i = 1, #packed, 8 do
+  local px = p .. 'px:' .. string.sub(packed, i, i + 7)
   if redis.call('EXISTS', px) == 1 then
     redis.call('ZREMRANGEBYSCORE', px, '-inf', now)
     local n = redis.call('ZCARD', px)

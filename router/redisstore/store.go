@@ -9,6 +9,7 @@ package redisstore
 import (
 	"context"
 	"crypto/rand"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -135,11 +136,7 @@ func (s *Store) Find(key string, ends []uint64) ([]router.SessionRecord, error) 
 	if !s.up.Load() {
 		return nil, router.ErrStoreDown
 	}
-	args := make([]any, 0, 5+len(ends))
-	args = append(args, s.prefix, key, maxPerEnd, maxMatchEnds, s.replica)
-	for _, e := range ends {
-		args = append(args, endKey(e))
-	}
+	args := []any{s.prefix, key, maxPerEnd, maxMatchEnds, s.replica, packEnds(ends)}
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.Redis.Timeout)
 	defer cancel()
 	start := time.Now()
@@ -158,6 +155,16 @@ func (s *Store) Find(key string, ends []uint64) ([]router.SessionRecord, error) 
 		return nil, err
 	}
 	return decodeFound(parts[0])
+}
+
+// packEnds writes ends as one string of 8-byte keys (endKey each): one
+// script argument, not one per end.
+func packEnds(ends []uint64) string {
+	b := make([]byte, 8*len(ends))
+	for i, e := range ends {
+		binary.BigEndian.PutUint64(b[8*i:], e)
+	}
+	return string(b)
 }
 
 // decodeFound reads findScript's (key, record) pairs; a malformed record

@@ -95,23 +95,41 @@ func (w *Worker) Validate() error {
 	return nil
 }
 
-// WatchFile reads path now and whenever its content changes (checked every
-// interval; a Kubernetes ConfigMap's symlink swap counts), calling apply
-// with the workers, or with the error of a file that cannot be read or
-// parsed (the caller keeps the previous set). It returns when ctx ends.
+// WatchFile reads path every interval and, when its content has changed
+// and then stayed the same for one more read (a file caught mid-write —
+// truncated or half written — is never applied), calls apply with the
+// workers, or with the error of a file that cannot be read or parsed (the
+// caller keeps the previous set). A Kubernetes ConfigMap's symlink swap
+// counts as a change. The first call comes after the second read; the
+// caller reads the file itself at start. It returns when ctx ends.
 func WatchFile(ctx context.Context, path string, interval time.Duration, apply func([]Worker, error)) {
-	poll(ctx, interval, func() (string, func()) {
+	poll(ctx, interval, settled(func() (string, func()) {
 		data, err := os.ReadFile(path)
 		if err != nil {
 			return "error: " + err.Error(), func() { apply(nil, err) }
 		}
 		return strconv.FormatUint(xxhash.Sum64(data), 16), func() { apply(ParseFile(data)) }
-	})
+	}))
+}
+
+// settled wraps read so that it reports a state only when the read before
+// saw the same one, and nothing (a nil delivery) otherwise.
+func settled(read func() (string, func())) func() (string, func()) {
+	var prev string
+	seen := false
+	return func() (string, func()) {
+		state, deliver := read()
+		if !seen || state != prev {
+			prev, seen = state, true
+			return "", nil
+		}
+		return state, deliver
+	}
 }
 
 // poll calls read now and every interval until ctx ends, and runs the
-// delivery read returns when its state differs from the one before (and
-// on the first read).
+// delivery read returns when its state differs from the last one delivered
+// (and on the first delivery). A nil delivery reports nothing.
 func poll(ctx context.Context, interval time.Duration, read func() (state string, deliver func())) {
 	var last string
 	first := true
@@ -119,7 +137,7 @@ func poll(ctx context.Context, interval time.Duration, read func() (state string
 	defer tick.Stop()
 	for {
 		state, deliver := read()
-		if ctx.Err() == nil && (first || state != last) {
+		if deliver != nil && ctx.Err() == nil && (first || state != last) {
 			first, last = false, state
 			deliver()
 		}

@@ -50,7 +50,11 @@ func TestParseFileErrorsNameTheEntry(t *testing.T) {
 
 func TestWatchFileAppliesChangesOnly(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "workers.yaml")
-	write := func(s string) { require.NoError(t, os.WriteFile(path, []byte(s), 0o644)) }
+	write := func(s string) { // as a careful writer does: a whole new file, renamed over the old
+		tmp := path + ".tmp"
+		require.NoError(t, os.WriteFile(tmp, []byte(s), 0o644))
+		require.NoError(t, os.Rename(tmp, path))
+	}
 	write(`workers: [{id: a, url: "http://h:1", role: context}]`)
 	type update struct {
 		ws  []Worker
@@ -89,4 +93,22 @@ func TestWatchFileAppliesChangesOnly(t *testing.T) {
 		t.Fatalf("an unchanged file was applied again: %+v", u)
 	case <-time.After(50 * time.Millisecond):
 	}
+}
+
+func TestSettledReportsAStateSeenTwiceInARow(t *testing.T) {
+	reads := []string{"A", "A", "", "B-half", "B", "B", "B", "gone", "gone"}
+	i := 0
+	read := settled(func() (string, func()) {
+		state := reads[i]
+		i++
+		return state, func() {}
+	})
+	var reported []string
+	for range reads {
+		if state, deliver := read(); deliver != nil {
+			reported = append(reported, state)
+		}
+	}
+	require.Equal(t, []string{"A", "B", "B", "gone"}, reported,
+		"a file seen once (truncated, half written) is never reported; poll drops the repeats")
 }

@@ -18,7 +18,9 @@
 #        RELAY_CPU=N pins the relays (nginx, duet) to core N and wrk and the sims to the other cores
 #        BASELINE=path/to/duet adds base-1 and base-pd: the same two duet targets run by another
 #          build (for before/after in one run: git worktree add /tmp/before <rev> && make -C /tmp/before build)
-# needs: wrk and nginx (apt-get install wrk nginx-light), curl
+#        SYSCALLS=1 adds, per relay, the system calls it makes per non-streaming request (strace -c
+#          over one more wrk run; strace slows the relay, the counts per request stay exact)
+# needs: wrk and nginx (apt-get install wrk nginx-light), curl; strace for SYSCALLS=1
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS=${1:-3}
@@ -167,4 +169,19 @@ for t in "${TARGETS[@]}"; do
   printf "%-8s %10s %14s %16s %12s %14s %12s\n" "$t" "$(median <"$WORK/$t.chat.rps")" "$cpu" "$per_core" \
     "$(median <"$WORK/$t.stream.rps")" "${EVENTS[$t]}" "$per_event"
 done
+if [ -n "${SYSCALLS:-}" ]; then
+  command -v strace >/dev/null || { echo "SYSCALLS=1 needs strace (apt-get install strace)" >&2; exit 1; }
+  echo "system calls per non-streaming request (strace -c -f over one ${SECS}s wrk run):"
+  for t in "${TARGETS[@]}"; do
+    [ -n "${PID[$t]:-}" ] || continue
+    strace -c -f -p "${PID[$t]}" $(pgrep -P "${PID[$t]}" | sed 's/^/-p /') -o "$WORK/strace.$t" 2>/dev/null & tracer=$!
+    sleep 0.5
+    read -r _ n < <(run_wrk "${URL[$t]}/v1/chat/completions" chat)
+    sleep 0.5; kill -INT "$tracer"; wait "$tracer" 2>/dev/null || true
+    awk -v n="$n" -v t="$t" '$NF ~ /^(read|write|recvfrom|writev|readv|epoll_pwait|epoll_wait|sendto|sendmsg|recvmsg)$/ {
+        calls = $4; errs = (NF == 6) ? $5 : 0
+        line = line sprintf(" %s %.2f (%.2f failed)", $NF, calls/n, errs/n) }
+      END { printf "%-8s%s\n", t, line }' "$WORK/strace.$t"
+  done
+fi
 echo "(protocol $PROTOCOL, log level $LOG_LEVEL, $CONNS connections, medians of $RUNS rounds of ${SECS}s; relays pinned to core ${RELAY_CPU:-none}; $(nproc) cores; $(date -u +%Y-%m-%d))"

@@ -98,23 +98,61 @@ func checkSummaryJSON(t *testing.T, path string) map[string]map[string]any {
 	require.Greater(t, metrics["oracle_hit_ratio"]["avg"].(float64), metrics["cache_hit_ratio"]["avg"].(float64)/2)
 	require.JSONEq(t, "[]", string(top["error_summary"]))
 	require.JSONEq(t, "false", string(top["was_cancelled"]))
+	// input_config is aiperf 0.12.0's BenchmarkConfig (models, endpoint,
+	// datasets, phases); the command line is in run_info.
 	var cfg struct {
+		Models struct {
+			Items []struct {
+				Name string `json:"name"`
+			} `json:"items"`
+		} `json:"models"`
 		Endpoint struct {
-			ModelNames []string `json:"model_names"`
-			Type       string   `json:"type"`
-			Streaming  bool     `json:"streaming"`
+			Type      string            `json:"type"`
+			Streaming bool              `json:"streaming"`
+			Extra     map[string]any    `json:"extra"`
+			Headers   map[string]string `json:"headers"`
 		} `json:"endpoint"`
-		Loadgen struct {
-			Concurrency int `json:"concurrency"`
-		} `json:"loadgen"`
-		CLICommand string `json:"cli_command"`
+		Datasets []struct {
+			Type    string `json:"type"`
+			Entries int    `json:"entries"`
+			Prompts struct {
+				ISL struct {
+					Mean float64 `json:"mean"`
+				} `json:"isl"`
+			} `json:"prompts"`
+		} `json:"datasets"`
+		Phases []struct {
+			Name        string `json:"name"`
+			Type        string `json:"type"`
+			Requests    int    `json:"requests"`
+			Sessions    int    `json:"sessions"`
+			Concurrency int    `json:"concurrency"`
+		} `json:"phases"`
 	}
 	require.NoError(t, json.Unmarshal(top["input_config"], &cfg))
-	require.Equal(t, []string{"meta-llama/Llama-3.1-8B-Instruct"}, cfg.Endpoint.ModelNames)
+	require.Len(t, cfg.Models.Items, 1)
+	require.Equal(t, "meta-llama/Llama-3.1-8B-Instruct", cfg.Models.Items[0].Name)
 	require.Empty(t, cfg.Endpoint.Type, "the default endpoint type is not written: aiperf leaves options that were not set out")
 	require.True(t, cfg.Endpoint.Streaming)
-	require.Equal(t, 8, cfg.Loadgen.Concurrency)
-	require.Contains(t, cfg.CLICommand, "--num-sessions 30")
+	require.Equal(t, map[string]any{"ignore_eos": true}, cfg.Endpoint.Extra)
+	require.Len(t, cfg.Datasets, 1)
+	require.Equal(t, "synthetic", cfg.Datasets[0].Type)
+	require.Equal(t, 30, cfg.Datasets[0].Entries)
+	require.Equal(t, 60.0, cfg.Datasets[0].Prompts.ISL.Mean)
+	require.Len(t, cfg.Phases, 2)
+	require.Equal(t, "warmup", cfg.Phases[0].Name)
+	require.Equal(t, 3, cfg.Phases[0].Requests)
+	require.Equal(t, "profiling", cfg.Phases[1].Name)
+	require.Equal(t, "concurrency", cfg.Phases[1].Type)
+	require.Equal(t, 30, cfg.Phases[1].Sessions)
+	require.Equal(t, 8, cfg.Phases[1].Concurrency)
+	var runInfo struct {
+		CLICommand string `json:"cli_command"`
+		RandomSeed int    `json:"random_seed"`
+	}
+	require.NoError(t, json.Unmarshal(top["run_info"], &runInfo))
+	require.Contains(t, runInfo.CLICommand, "--num-sessions 30")
+	require.Equal(t, 5, runInfo.RandomSeed)
 	for _, k := range []string{"start_time", "end_time"} {
 		var s string
 		require.NoError(t, json.Unmarshal(top[k], &s), k)

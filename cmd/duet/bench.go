@@ -251,10 +251,11 @@ func defaultArtifactDir(c loadgen.Config) string {
 	return filepath.Join("artifacts", fmt.Sprintf("%s-openai-%s-%s", model, c.EndpointType, load))
 }
 
-// commandLine is how this process was started, quoted for a shell.
+// commandLine is how this process was started, quoted for a shell, with
+// its secrets redacted (loadgen.RedactArgs).
 func commandLine() string {
 	parts := []string{"duet"}
-	for _, a := range os.Args[1:] {
+	for _, a := range loadgen.RedactArgs(os.Args[1:]) {
 		if a == "" || strings.ContainsAny(a, " \t\"'$\\{}*?") {
 			a = strconv.Quote(a)
 		}

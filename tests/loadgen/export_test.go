@@ -41,6 +41,38 @@ func TestArtifactsRoundTrip(t *testing.T) {
 		require.Contains(t, top, k)
 	}
 	require.JSONEq(t, `[]`, string(top["error_summary"]))
+	var ic struct { // aiperf 0.12.0's BenchmarkConfig layout
+		Models struct {
+			Items []struct {
+				Name string `json:"name"`
+			} `json:"items"`
+		} `json:"models"`
+		Datasets []struct {
+			Type    string `json:"type"`
+			Entries int    `json:"entries"`
+			Turns   struct {
+				Mean float64 `json:"mean"`
+			} `json:"turns"`
+		} `json:"datasets"`
+		Phases []struct {
+			Name        string `json:"name"`
+			Type        string `json:"type"`
+			Sessions    int    `json:"sessions"`
+			Concurrency int    `json:"concurrency"`
+		} `json:"phases"`
+	}
+	require.NoError(t, json.Unmarshal(top["input_config"], &ic))
+	require.Len(t, ic.Models.Items, 1)
+	require.Equal(t, "test-model", ic.Models.Items[0].Name)
+	require.Len(t, ic.Datasets, 1)
+	require.Equal(t, "synthetic", ic.Datasets[0].Type)
+	require.Equal(t, 3, ic.Datasets[0].Entries)
+	require.Equal(t, 2.0, ic.Datasets[0].Turns.Mean)
+	require.Len(t, ic.Phases, 1)
+	require.Equal(t, "profiling", ic.Phases[0].Name)
+	require.Equal(t, "concurrency", ic.Phases[0].Type)
+	require.Equal(t, 3, ic.Phases[0].Sessions)
+	require.Equal(t, 3, ic.Phases[0].Concurrency)
 
 	csvText := readText(t, filepath.Join(dir, FileSummaryCSV))
 	sections := strings.Split(csvText, "\r\n\r\n")

@@ -107,7 +107,7 @@ func defineBenchFlags(fs *pflag.FlagSet, f *benchFlags) {
 	alias("conversation-turn-delay-mean", func(n string) { fs.Float64Var(&c.TurnDelayMean, n, 0, "") })
 	fs.Float64Var(&c.TurnDelayStddev, "session-turn-delay-stddev", 0, "stddev of the think time, ms")
 	alias("conversation-turn-delay-stddev", func(n string) { fs.Float64Var(&c.TurnDelayStddev, n, 0, "") })
-	fs.Float64Var(&c.TurnDelayRatio, "session-delay-ratio", c.TurnDelayRatio, "multiplier for every think time (file delays too)")
+	fs.Float64Var(&c.TurnDelayRatio, "session-delay-ratio", c.TurnDelayRatio, "multiplier for the synthetic think times (a file's delays are used as written)")
 	alias("conversation-turn-delay-ratio", func(n string) { fs.Float64Var(&c.TurnDelayRatio, n, c.TurnDelayRatio, "") })
 	fs.IntVar(&c.ISL, "isl", c.ISL, "mean new user tokens per synthetic turn")
 	alias("synthetic-input-tokens-mean", func(n string) { fs.IntVar(&c.ISL, n, c.ISL, "") })

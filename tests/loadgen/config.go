@@ -100,8 +100,9 @@ type Config struct {
 	// turn after the first, in milliseconds, a normal draw of at least 0
 	// (--session-turn-delay-mean, --session-turn-delay-stddev).
 	TurnDelayMean, TurnDelayStddev float64
-	// TurnDelayRatio scales every think time, file delays included
-	// (--session-delay-ratio, default 1).
+	// TurnDelayRatio scales the synthetic think times (--session-delay-ratio,
+	// default 1); a file's delays are used as written, as in aiperf 0.12,
+	// where the ratio belongs to the synthetic dataset.
 	TurnDelayRatio float64
 	// ISL and ISLStddev shape the new user tokens per synthetic turn
 	// (--isl, default 550; --isl-stddev).

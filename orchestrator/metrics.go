@@ -1,8 +1,6 @@
 package orchestrator
 
 import (
-	"slices"
-	"strings"
 
 	"github.com/duet-serve/duet/orchestrator/protocol"
 	"github.com/duet-serve/duet/router"
@@ -26,29 +24,12 @@ type metrics struct {
 	// WithLabelValues hashes its values and takes a lock on every call.
 	byEndpoint         [3]endpointSeries // indexed by protocol.Endpoint; 0 is unused
 	phaseCtx, phaseGen prometheus.Observer
-	byRoute            map[string]prometheus.Observer // TTFT by route kind (routeKinds)
-}
-
-// routeKinds are the values of duet_ttft_by_route_seconds's route label: a
-// routing decision without its reason or suffix (spill:ctx-overload is
-// spill), so that the label stays bounded.
-var routeKinds = append([]string{router.DecisionSticky, router.DecisionImplicit, router.DecisionNew, router.DecisionRepin,
-	router.DecisionSpill, router.DecisionHash, router.DecisionFallback}, router.PolicyNames...)
-
-// routeKind returns decision's kind ("other" for one not in routeKinds).
-func routeKind(decision string) string {
-	if i := strings.IndexAny(decision, ":+"); i >= 0 {
-		decision = decision[:i]
-	}
-	if slices.Contains(routeKinds, decision) {
-		return decision
-	}
-	return "other"
+	byRoute            map[string]prometheus.Observer // TTFT by route kind (router.DecisionKinds)
 }
 
 // ttftByRoute returns the TTFT series of a decision's kind.
 func (m *metrics) ttftByRoute(decision string) prometheus.Observer {
-	return m.byRoute[routeKind(decision)]
+	return m.byRoute[router.DecisionKind(decision)]
 }
 
 // endpointSeries are the series of one endpoint every request records.
@@ -64,7 +45,7 @@ func (m *metrics) bind() {
 	}
 	m.phaseCtx, m.phaseGen = m.phase.WithLabelValues(phaseContext), m.phase.WithLabelValues(phaseGeneration)
 	m.byRoute = map[string]prometheus.Observer{"other": m.ttftRoute.WithLabelValues("other")}
-	for _, k := range routeKinds {
+	for _, k := range router.DecisionKinds {
 		m.byRoute[k] = m.ttftRoute.WithLabelValues(k)
 	}
 }

@@ -3,6 +3,7 @@ package router
 import (
 	"fmt"
 	"runtime"
+	"slices"
 	"testing"
 
 	"github.com/duet-serve/duet/tokenizer"
@@ -31,18 +32,27 @@ func populated(b *testing.B, n int) *Router {
 }
 
 // BenchmarkRouteConversation32k is one routing decision for a 32k-token
-// prompt without a session id (implicit prefix matching over every block)
-// with 100k live sessions.
+// prompt without a session id that continues no session (implicit prefix
+// matching probes every block) with 100k live sessions. Each iteration's
+// block hashes are new (a prompt routed before would now be found as the
+// session it started): the real hashes, each xored with the iteration.
 func BenchmarkRouteConversation32k(b *testing.B) {
 	r := populated(b, 100_000)
 	toks := append(seq(1024, 1_000_000), seq(31_744, 5_000_000_000)...)
-	rq := &Request{Tokens: toks, Hashes: tokenizer.BlockHashes(toks, 32), MaxTokens: 64}
+	base := tokenizer.BlockHashes(toks, 32)
+	rq := &Request{Tokens: toks, Hashes: slices.Clone(base), MaxTokens: 64}
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
+		for j, h := range base {
+			rq.Hashes[j] = h ^ uint64(i+1)*0x9e3779b97f4a7c15
+		}
 		p, err := r.Route(rq)
 		if err != nil {
 			b.Fatal(err)
+		}
+		if p.Decision != DecisionNew {
+			b.Fatalf("decision %s", p.Decision)
 		}
 		p.Release()
 	}

@@ -22,6 +22,15 @@ type Config struct {
 	// HashSkipCount ignores matches that do not go beyond this many leading
 	// blocks (default 0; shared prefixes are also detected automatically).
 	HashSkipCount int `mapstructure:"hash_skip_count" help:"leading blocks a prefix match must go beyond"`
+	// ContinuationSlackBlocks is how many full blocks at the end of a
+	// session's previous prompt a request without an id (or with a new id)
+	// may leave out and still continue that session; the partial last
+	// block may always differ (default 1: a chat template that re-renders
+	// the end of the previous turn; a trace that hashes 512-token blocks
+	// needs 512 / tokens_per_block). Whatever it is set to, the part shared
+	// must reach beyond what the session's first prompt shared with other
+	// sessions' prompts (a common system prompt).
+	ContinuationSlackBlocks int `mapstructure:"continuation_slack_blocks" help:"full blocks at the end of a session's previous prompt that a continuation may leave out"`
 	// SpillLoadFactor spills a gen leg when its pinned worker's load (KV
 	// occupancy) is above this multiple of the other workers' mean (default
 	// 2.0; 0 turns spilling off on both legs).
@@ -31,11 +40,10 @@ type Config struct {
 	SpillMinTokens int64 `mapstructure:"spill_min_tokens" help:"gen: pinned load in tokens below which no spill happens"`
 	// SpillMarginTokens is how much more prefill work a pinned ctx worker
 	// may have ahead of a request than the least-loaded other worker would
-	// (counting the whole prompt there, only the uncached part here) before
-	// the request spills (default 0: go wherever the prefill finishes
-	// first; the pin stays, so the next turn goes home). Measured: 0 keeps
-	// the turn >= 1 TTFT p99 at least-load's level, 2048 trades ~40% worse
-	// p99 for ~13% better p50.
+	// before the request spills there, beyond the spill's own cost (the
+	// whole prompt there, counting the cached tokens it recomputes twice:
+	// once for this request, once for those queued behind it) (default 0).
+	// A spill re-pins the session on the worker that computed its prompt.
 	SpillMarginTokens int64 `mapstructure:"spill_margin_tokens" help:"ctx: extra prefill tokens a pinned worker may carry over the best alternative before a spill"`
 	// VirtualNodes is the consistent-hash ring's points per worker
 	// (default 100).
@@ -46,9 +54,12 @@ type Config struct {
 	// LoadWeight is kv-aware's weight of load (tokens in flight) against
 	// matched prefix (cached tokens) (default 1.0).
 	LoadWeight float64 `mapstructure:"load_weight" help:"kv-aware: weight of in-flight tokens against cached tokens"`
-	// KVBlocksPerWorker is how many block hashes kv-aware remembers per
-	// worker, an estimate of its cache (default 14000).
-	KVBlocksPerWorker int `mapstructure:"kv_blocks_per_worker" help:"kv-aware: block hashes remembered per worker"`
+	// KVBlocksPerWorker is a worker's KV cache, in blocks of
+	// tokens_per_block (default 14000, the simulator's): kv-aware remembers
+	// that many block hashes per worker, and the conversation policy
+	// presumes a session's prefix evicted from its ctx worker once that
+	// worker has computed that many blocks of other prompts since.
+	KVBlocksPerWorker int `mapstructure:"kv_blocks_per_worker" help:"a worker's KV cache in blocks: kv-aware's memory per worker, conversation's eviction estimate"`
 	// EjectBackoff is how long passive health first takes a failing worker
 	// out of routing; it doubles with each ejection in a row (default 1s).
 	EjectBackoff time.Duration `mapstructure:"eject_backoff" help:"passive health: first ejection of a failing worker (doubles per ejection in a row)"`
@@ -61,7 +72,7 @@ type Config struct {
 
 // Defaults returns the default configuration.
 func Defaults() Config {
-	return Config{Policy: PolicyConversation, TokensPerBlock: 32, MaxSessions: 100000, SessionTTL: 60 * time.Minute,
+	return Config{Policy: PolicyConversation, TokensPerBlock: 32, MaxSessions: 100000, SessionTTL: 60 * time.Minute, ContinuationSlackBlocks: 1,
 		SpillLoadFactor: 2.0, SpillMinTokens: 16384, SpillMarginTokens: 0, VirtualNodes: 100, Fallback: 2, LoadWeight: 1.0, KVBlocksPerWorker: 14000,
 		EjectBackoff: time.Second, EjectMaxBackoff: 30 * time.Second, EjectAfter5xx: 3}
 }
@@ -80,6 +91,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("session_ttl: must be > 0, got %s", c.SessionTTL)
 	case c.HashSkipCount < 0:
 		return fmt.Errorf("hash_skip_count: must be >= 0, got %d", c.HashSkipCount)
+	case c.ContinuationSlackBlocks < 0:
+		return fmt.Errorf("continuation_slack_blocks: must be >= 0, got %d", c.ContinuationSlackBlocks)
 	case c.SpillLoadFactor < 0 || (c.SpillLoadFactor > 0 && c.SpillLoadFactor < 1):
 		return fmt.Errorf("spill_load_factor: must be 0 (off) or >= 1, got %g", c.SpillLoadFactor)
 	case c.SpillMinTokens < 0:

@@ -14,6 +14,7 @@ import (
 const (
 	DecisionSticky   = "sticky"   // a known session on its pinned pair
 	DecisionImplicit = "implicit" // a request without id matched a session by prefix
+	DecisionFork     = "fork"     // a request with a new id continued a known session: a new session on its pair
 	DecisionNew      = "new"      // a new session placed by load
 	DecisionRepin    = "repin"    // a pinned leg was unavailable and was picked again
 	DecisionSpill    = "spill"    // prefix of spill:<reason>: the pinned worker was overloaded
@@ -23,7 +24,8 @@ const (
 
 // Conversation pins each conversation to a (ctx, gen) pair, places new
 // conversations on the least-loaded workers by token-weighted load,
-// recognises continuations without an id by prefix, re-picks only a leg
+// recognises continuations without an id by prefix (and starts a new id
+// that continues a known session on that session's pair), re-picks only a leg
 // that became unavailable, and spills away from overloaded pinned workers.
 // With shared state (several replicas), the store's view of a session wins
 // over this replica's; the local table and index are what serves while the
@@ -39,16 +41,23 @@ type Conversation struct {
 	// legs do not step each other's rotation.
 	ctxTurn, genTurn atomic.Uint64
 
-	// mu guards table and index (and every session in them).
-	mu    sync.Mutex
-	table *sessionTable
-	index *prefixIndex
+	// mu guards table, index, blocks and computed (and every session in
+	// them).
+	mu     sync.Mutex
+	table  *sessionTable
+	index  *prefixIndex
+	blocks *blockTable
+	// computed counts, per ctx worker ID, the prompt tokens the worker
+	// computed (and so wrote to its cache) for this replica's requests.
+	computed map[string]int64
 }
 
 var _ picker = (*Conversation)(nil)
 
 func newConversation(cfg Config, now func() time.Time, stats *Stats, pool *Pool) *Conversation {
-	c := &Conversation{cfg: cfg, now: now, stats: stats, pool: pool, index: newPrefixIndex(cfg.TokensPerBlock, cfg.HashSkipCount)}
+	c := &Conversation{cfg: cfg, now: now, stats: stats, pool: pool,
+		index:  newPrefixIndex(cfg.TokensPerBlock, cfg.HashSkipCount, cfg.ContinuationSlackBlocks),
+		blocks: newBlockTable(blockTableSlots(cfg.MaxSessions)), computed: map[string]int64{}}
 	c.table = newSessionTable(cfg.MaxSessions, cfg.SessionTTL, func(s *session, reason string) {
 		c.index.forget(s)
 		stats.addBreak(reason)
@@ -70,6 +79,7 @@ func (c *Conversation) pick(req *Request, ctxCands, genCands []*Endpoint) choice
 	c.table.touch(s, now)
 	s.inflight++
 	c.index.record(s, req.Tokens, req.Hashes)
+	c.blocks.record(req.Hashes, s.id)
 	s.unread = c.shared != nil && !answered
 	c.save(s)
 	ch.session = s.key
@@ -99,12 +109,14 @@ func (c *Conversation) find(req *Request) (found []SessionRecord, answered, down
 }
 
 // lookup finds the request's session: by key, else by prefix, else a new
-// one (with a minted key when the request had none). The shared store's
-// record of a session (found) is taken over first. When the store answered,
-// its prefix index is the only one asked: this replica's index misses the
-// sessions other replicas placed, so it could see a continuation where the
-// store sees several sessions with that prompt. (A session the store lost
-// but this replica knows by key is still used.)
+// one (with a minted key when the request had none). A new key whose prompt
+// continues a known session forks it: the new session starts on that
+// session's pair. The shared store's record of a session (found) is taken
+// over first. When the store answered, its prefix index is the only one
+// asked: this replica's index misses the sessions other replicas placed,
+// so it could see a continuation where the store sees several sessions
+// with that prompt. (A session the store lost but this replica knows by
+// key is still used.)
 func (c *Conversation) lookup(req *Request, found []SessionRecord, answered bool, now time.Time) (*session, choice) {
 	if req.SessionKey != "" {
 		if rec := recordOf(found, req.SessionKey); rec != nil {
@@ -113,27 +125,64 @@ func (c *Conversation) lookup(req *Request, found []SessionRecord, answered bool
 		if s := c.table.get(req.SessionKey, now); s != nil {
 			return s, choice{decision: DecisionSticky}
 		}
-		return c.table.add(req.SessionKey, now), choice{decision: DecisionNew}
+		if from, shared := c.localMatch(req, answered, now); from != nil {
+			return c.fork(req.SessionKey, from, shared, now), choice{decision: DecisionFork}
+		}
+		return c.newSession(req.SessionKey, req.Hashes, now), choice{decision: DecisionNew}
 	}
 	if rec := continuedRecord(found, req.Tokens, req.Hashes, c.cfg.TokensPerBlock); rec != nil {
 		return c.adopt(rec, now), choice{decision: DecisionImplicit}
 	}
-	if s := c.localMatch(req, answered); s != nil {
-		if !s.idle(now, c.cfg.SessionTTL) {
-			return s, choice{decision: DecisionImplicit}
-		}
-		c.table.remove(s, reasonTTL)
+	if s, shared := c.localMatch(req, answered, now); s != nil {
+		s.ctxHeld, s.genHeld = heldOf(s, shared)
+		return s, choice{decision: DecisionImplicit}
 	}
-	key := mintSessionID()
-	return c.table.add(key, now), choice{decision: DecisionNew, minted: true}
+	return c.newSession(mintSessionID(), req.Hashes, now), choice{decision: DecisionNew, minted: true}
 }
 
-// localMatch asks this replica's prefix index unless the store answered.
-func (c *Conversation) localMatch(req *Request, answered bool) *session {
-	if answered {
-		return nil
+// newSession adds a session whose first prompt has these block hashes,
+// noting how far other sessions' prompts went through them.
+func (c *Conversation) newSession(key string, hashes []uint64, now time.Time) *session {
+	s := c.table.add(key, now)
+	s.forkDepth = c.blocks.sharedDepth(hashes, s.id)
+	return s
+}
+
+// fork adds the session key for a request whose prompt continues from's
+// (sharing shared tokens with its previous prompt): pinned to from's pair,
+// holding what from's workers hold of the prompt, and with from's own
+// content starting where from's did. from keeps its own state.
+func (c *Conversation) fork(key string, from *session, shared int, now time.Time) *session {
+	s := c.table.add(key, now)
+	c.table.pin(s, from.ctx, from.gen)
+	s.ctxHeld, s.genHeld = heldOf(from, shared)
+	s.ctxMark, s.forkDepth = from.ctxMark, from.forkDepth
+	return s
+}
+
+// heldOf is what s's workers hold of a prompt that shares shared tokens
+// with s's previous prompt: all they held when it holds the whole previous
+// prompt, at most the shared part otherwise.
+func heldOf(s *session, shared int) (ctx, gen int) {
+	if shared >= s.promptLen {
+		return s.ctxHeld, s.genHeld
 	}
-	return c.index.match(req.Tokens, req.Hashes)
+	return min(s.ctxHeld, shared), min(s.genHeld, shared)
+}
+
+// localMatch asks this replica's prefix index, unless the store answered,
+// for a live session the request continues, and how many tokens it shares
+// with it. A match that sat idle past the TTL is evicted instead.
+func (c *Conversation) localMatch(req *Request, answered bool, now time.Time) (*session, int) {
+	if answered {
+		return nil, 0
+	}
+	s, shared := c.index.match(req.Tokens, req.Hashes)
+	if s != nil && s.idle(now, c.cfg.SessionTTL) {
+		c.table.remove(s, reasonTTL)
+		return nil, 0
+	}
+	return s, shared
 }
 
 // recordOf returns the record keyed key, or nil.
@@ -208,9 +257,12 @@ func (c *Conversation) identityOf(id string) string {
 }
 
 // placeLegs chooses each leg: the pinned worker when it is available and not
-// overloaded, else the least-loaded one. A leg that had to be picked again
-// is re-pinned; a spill leaves the pin (and its cache) in place.
+// overloaded, else the least-loaded one. A ctx leg that had to be picked
+// again or spilled is re-pinned (the new worker computes the whole prompt,
+// so it holds more of the next one than the old); a gen spill leaves the
+// pin in place.
 func (c *Conversation) placeLegs(s *session, ch *choice, req *Request, ctxCands, genCands []*Endpoint) {
+	c.forgetTurnedOver(s)
 	promptLen := len(req.Tokens)
 	uncached := int64(promptLen - min(s.ctxHeld, promptLen))
 	ctx, ctxWhy := c.leg(s.ctx, ctxCands, req.ExcludeCtx, "ctx", &c.ctxTurn, func(pinned, alt *Endpoint) bool {
@@ -230,13 +282,28 @@ func (c *Conversation) placeLegs(s *session, ch *choice, req *Request, ctxCands,
 		ch.genCached = fullBlocks(min(s.genHeld, promptLen), c.cfg.TokensPerBlock)
 	}
 	pinCtx, pinGen := s.ctx, s.gen
-	if pinCtx == "" || ctxWhy == DecisionRepin {
+	if pinCtx == "" || ctxWhy != "" {
 		pinCtx, s.ctxHeld = ctx.ID, 0
 	}
 	if pinGen == "" || genWhy == DecisionRepin {
 		pinGen, s.genHeld = gen.ID, 0
 	}
 	c.table.pin(s, pinCtx, pinGen)
+}
+
+// forgetTurnedOver unpins the ctx leg of a session whose ctx worker has
+// computed more than a cache's worth of tokens (kv_blocks_per_worker
+// blocks) since the session's last turn there: least recently used, its
+// prefix is presumed gone, and the leg is placed afresh by load instead of
+// waiting behind the worker's backlog for a cache it no longer has.
+func (c *Conversation) forgetTurnedOver(s *session) {
+	capacity := int64(c.cfg.KVBlocksPerWorker) * int64(c.cfg.TokensPerBlock)
+	if s.ctx == "" || s.ctxHeld == 0 || c.computed[s.ctx]-s.ctxMark <= capacity {
+		return
+	}
+	c.stats.addBreak(reasonTurnover)
+	c.table.pin(s, "", s.gen)
+	s.ctxHeld = 0
 }
 
 // lostLeg turns a leg placed afresh because its worker was removed into a
@@ -302,13 +369,15 @@ func unavailableReason(pinned string, excluded map[string]bool) string {
 	return reasonUnavailable
 }
 
-// prefillBacklogged compares the prefill work ahead of the request: on the
-// pinned ctx worker its backlog plus the request's uncached tokens, on the
-// alternative its backlog plus the whole prompt (it holds none of it). The
-// request spills when the pinned worker is worse by more than
+// prefillBacklogged compares the prefill work a spill would save with the
+// work it would add: on the pinned ctx worker, its backlog plus the
+// request's uncached tokens; on the alternative, its backlog plus the whole
+// prompt (it holds none of it), plus the cached tokens once more, since
+// recomputing them delays every request queued behind the alternative. The
+// request spills when the pinned worker is worse by more than that and
 // spill_margin_tokens.
 func (c *Conversation) prefillBacklogged(pinned, alt *Endpoint, uncached, prompt int64) bool {
-	return pinned.Load()+uncached > alt.Load()+prompt+c.cfg.SpillMarginTokens
+	return pinned.Load()+uncached > alt.Load()+prompt+(prompt-uncached)+c.cfg.SpillMarginTokens
 }
 
 // occupied reports whether a pinned gen worker's load (KV occupancy) is
@@ -324,10 +393,14 @@ func (c *Conversation) occupied(ep *Endpoint, others []*Endpoint) bool {
 
 // done records what the pinned workers hold after a turn: only a phase that
 // ran on the pinned worker (not a spill target, not a skipped phase) puts
-// the prompt there. The session's idle time starts now.
+// the prompt there. The ctx worker's computed tokens grow by the prompt
+// tokens it did not report cached. The session's idle time starts now.
 func (c *Conversation) done(key, ctxID, genID string, promptTokens int, o Outcome) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if o.CtxRan {
+		c.computed[ctxID] += int64(max(promptTokens-max(o.ReportedCached, 0), 0))
+	}
 	s := c.table.byKey[key]
 	if s == nil {
 		return
@@ -335,7 +408,7 @@ func (c *Conversation) done(key, ctxID, genID string, promptTokens int, o Outcom
 	s.inflight = max(s.inflight-1, 0)
 	c.table.touch(s, c.now())
 	if o.CtxRan && s.ctx == ctxID {
-		s.ctxHeld = promptTokens
+		s.ctxHeld, s.ctxMark = promptTokens, c.computed[ctxID]
 	}
 	if o.GenRan && s.gen == genID {
 		s.genHeld = int(SaturatingAdd(promptTokens, o.OutputTokens)) // a worker's count is not trusted

@@ -14,7 +14,7 @@ import (
 // had moved on, the last was never matched again: only() read the slice.
 func TestPrefixIndexMatchesTheLastOfAGrownSet(t *testing.T) {
 	const bs = 4
-	x := newPrefixIndex(bs, 0)
+	x := newPrefixIndex(bs, 0, 0)
 	shared := []int{1, 2, 3, 4}
 	sessions := make([]*session, smallSet+2)
 	for i := range sessions {
@@ -22,9 +22,11 @@ func TestPrefixIndexMatchesTheLastOfAGrownSet(t *testing.T) {
 		x.record(sessions[i], shared, tokenizer.BlockHashes(shared, bs))
 	}
 	next := []int{1, 2, 3, 4, 5}
-	require.Nil(t, x.match(next, tokenizer.BlockHashes(next, bs)), "ambiguous while several share the prompt")
+	s, _ := x.match(next, tokenizer.BlockHashes(next, bs))
+	require.Nil(t, s, "ambiguous while several share the prompt")
 	for _, s := range sessions[1:] {
 		x.forget(s)
 	}
-	require.Same(t, sessions[0], x.match(next, tokenizer.BlockHashes(next, bs)))
+	s, _ = x.match(next, tokenizer.BlockHashes(next, bs))
+	require.Same(t, sessions[0], s)
 }

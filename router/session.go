@@ -9,6 +9,7 @@ import (
 // guards it.
 type session struct {
 	key      string
+	id       uint64 // names the session in the block table; unique per table
 	ctx, gen string // pinned worker IDs; "" means the leg must be picked again
 	lastUsed time.Time
 	elem     *list.Element
@@ -21,8 +22,21 @@ type session struct {
 	tailHash  uint64
 	promptLen int
 	indexed   bool // the prefix index holds the session
+	// forkDepth is how many leading blocks of the session's first prompt
+	// other sessions' prompts had gone through (a common system prompt):
+	// the session's own content starts after them.
+	forkDepth int
+	// anchor holds the chained hashes of the previous prompt's blocks from
+	// the shallowest one a continuation must reach (depth anchorDepth) to
+	// its last full block; empty when no continuation can leave anything
+	// out (see prefixIndex.record).
+	anchor      []uint64
+	anchorDepth int
 
 	ctxHeld int // tokens the ctx worker prefilled for this session last turn
+	// ctxMark is the ctx worker's computed tokens (Conversation.computed)
+	// when it prefilled them.
+	ctxMark int64
 	genHeld int // tokens the gen worker held at the end of last turn
 
 	// inflight counts the session's routed requests not yet Done: a session
@@ -53,6 +67,7 @@ const (
 	reasonEvicted     = "evicted"     // the worker had lost most of the expected prefix
 	reasonSpill       = "spill"       // the worker was overloaded
 	reasonStoreDown   = "store_down"  // the shared store was down: the session went where rendezvous hashing puts it
+	reasonTurnover    = "turnover"    // the ctx worker computed more than a cache's worth since the session's last turn
 )
 
 // sessionTable is an LRU of sessions bounded by max, with an idle TTL and a
@@ -64,6 +79,7 @@ type sessionTable struct {
 	lru      *list.List // front: most recently used
 	byWorker map[string]map[*session]struct{}
 	onEvict  func(s *session, reason string)
+	lastID   uint64 // the id of the newest session
 }
 
 func newSessionTable(max int, ttl time.Duration, onEvict func(*session, string)) *sessionTable {
@@ -97,7 +113,8 @@ func (t *sessionTable) add(key string, now time.Time) *session {
 	for len(t.byKey) >= t.max {
 		t.remove(t.lru.Back().Value.(*session), reasonLRU)
 	}
-	s := &session{key: key, lastUsed: now}
+	t.lastID++
+	s := &session{key: key, id: t.lastID, lastUsed: now}
 	s.elem = t.lru.PushFront(s)
 	t.byKey[key] = s
 	return s

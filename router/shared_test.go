@@ -236,7 +236,7 @@ func TestSharedEndsAndContinuedRecord(t *testing.T) {
 // endRecord is the record of a session whose previous prompt was the first
 // depth blocks and tail tokens of rq's prompt.
 func endRecord(key string, rq *Request, depth, tail int) SessionRecord {
-	x := newPrefixIndex(4, 0)
+	x := newPrefixIndex(4, 0, 0)
 	s := &session{key: key}
 	x.record(s, rq.Tokens[:depth*4+tail], rq.Hashes[:depth])
 	return SessionRecord{Key: key, End: s.endHash, EndDepth: s.endDepth, TailLen: tail, TailHash: s.tailHash}

@@ -33,6 +33,10 @@ type replayFlags struct {
 	speedup  float64
 	overhead time.Duration
 	window   time.Duration
+	// kvBlocksSet is true when the config file sets
+	// router.kv_blocks_per_worker; otherwise each point's ctx cache size
+	// is the router's estimate of it.
+	kvBlocksSet bool
 }
 
 func newReplayCmd(a *app) *cobra.Command {
@@ -65,6 +69,7 @@ no network and no duet overhead.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return a.runWith(cmd, nil, func(_ context.Context, cfg Config, _ *zap.Logger) error {
+				f.kvBlocksSet = a.v.InConfig("router.kv_blocks_per_worker")
 				return runReplay(cmd, f, cfg)
 			})
 		},
@@ -137,7 +142,7 @@ func runReplay(cmd *cobra.Command, f *replayFlags, cfg Config) error {
 		if err != nil {
 			return err
 		}
-		rc := replayConfig(cfg, wlc, p, f.speedup)
+		rc := replayConfig(cfg, wlc, p, f.speedup, f.kvBlocksSet)
 		rc.ServingOverhead, rc.OracleWindow = f.overhead, f.window
 		res, err := replay.Run(rc, sessions)
 		if err != nil {
@@ -282,10 +287,15 @@ func profileSessions(wl loadgen.Config, tok *tokenizer.Tokenizer) ([]replay.Sess
 	return replay.ChatSessions(sessions, tok, corpus, wl.EndpointType, wl.Seed), wl, nil
 }
 
-// replayConfig is one sweep point's replay configuration.
-func replayConfig(cfg Config, wl loadgen.Config, p replayPoint, speedup float64) replay.Config {
+// replayConfig is one sweep point's replay configuration. Unless the
+// config sets router.kv_blocks_per_worker (kvBlocksSet), the router knows
+// the modelled ctx cache's size, as a deployment's config would say it.
+func replayConfig(cfg Config, wl loadgen.Config, p replayPoint, speedup float64, kvBlocksSet bool) replay.Config {
 	rc := cfg.Router
 	rc.Policy = p.policy
+	if !kvBlocksSet {
+		rc.KVBlocksPerWorker = max(p.ctxBlocks*cfg.Sim.BlockSize/rc.TokensPerBlock, 1)
+	}
 	worker := func(blocks int) replay.WorkerModel {
 		s := cfg.Sim
 		return replay.WorkerModel{KVCapacityBlocks: blocks, BlockSize: s.BlockSize, MaxNumSeqs: s.MaxNumSeqs, Timing: simTiming(s)}
@@ -310,10 +320,10 @@ type replayRow struct {
 
 func printReplayRows(w io.Writer, rows []replayRow) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "run\toracle (window)\toracle (pooled cache)\tctx imbalance\tper minute\tspills\taffinity breaks\tsimulated\twall\t")
+	fmt.Fprintln(tw, "run\toracle (window)\toracle (pooled cache)\tctx imbalance\tper minute\troutes\tspills\taffinity breaks\tsimulated\twall\t")
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%.3f\t%.3f\t%.3f\t%.3f\t%s\t%s\t%s\t%s\t\n", r.label, r.res.WindowOracleRatio, r.res.PooledOracleRatio, r.res.Imbalance, r.res.MinuteImbalance,
-			counts(r.res.Stats.Spills()), counts(r.res.Stats.Breaks()), r.res.Duration.Round(time.Second), r.wall.Round(time.Millisecond))
+		fmt.Fprintf(tw, "%s\t%.3f\t%.3f\t%.3f\t%.3f\t%s\t%s\t%s\t%s\t%s\t\n", r.label, r.res.WindowOracleRatio, r.res.PooledOracleRatio, r.res.Imbalance, r.res.MinuteImbalance,
+			counts(r.res.Routes), counts(r.res.Stats.Spills()), counts(r.res.Stats.Breaks()), r.res.Duration.Round(time.Second), r.wall.Round(time.Millisecond))
 	}
 	_ = tw.Flush()
 }

@@ -19,6 +19,8 @@ package replay
 import (
 	"container/heap"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/duet-serve/duet/proto/disagg"
@@ -90,6 +92,9 @@ type Result struct {
 	Records []loadgen.Record
 	// Stats are the router's counters at the end (spills, affinity breaks).
 	Stats *router.Stats
+	// Routes counts the routing decisions by kind (router.DecisionKind),
+	// sorted by kind.
+	Routes []router.Count
 	// Prefilled is each ctx worker's computed prefill tokens, by ID.
 	Prefilled map[string]int64
 	// Imbalance is max/mean of the ctx workers' prefill tokens over the
@@ -125,6 +130,8 @@ type run struct {
 	queue  []Session // sessions not started (concurrency mode)
 	// started counts the sessions started, to number them.
 	started int
+	// routes counts routing decisions by kind.
+	routes map[string]uint64
 }
 
 // Run replays sessions. It is deterministic for the same inputs.
@@ -133,7 +140,7 @@ func Run(cfg Config, sessions []Session) (*Result, error) {
 		return nil, err
 	}
 	r := &run{cfg: cfg, now: epoch, ctx: map[*router.Endpoint]*worker{}, gen: map[*router.Endpoint]*worker{},
-		oracle: loadgen.NewOracle(cfg.OracleBlockSize),
+		oracle: loadgen.NewOracle(cfg.OracleBlockSize), routes: map[string]uint64{},
 		pooled: newPooledOracle(cfg.Fleet.NCtx*cfg.Fleet.Ctx.KVCapacityBlocks, cfg.Fleet.Ctx.BlockSize),
 		window: newWindowOracle(cfg.OracleWindow)}
 	pool := router.NewPool()
@@ -298,6 +305,7 @@ func (q *request) route() {
 		q.fail(err, oracle)
 		return
 	}
+	r.routes[router.DecisionKind(pair.Decision)]++
 	q.pair, q.ctxW, q.genW = pair, r.ctx[pair.Ctx.Endpoint()], r.gen[pair.Gen.Endpoint()]
 	q.simHashes = r.hashesFor(q.prompt, rq.Hashes, q.ctxW.m.BlockSize)
 	ctxBlocks, genBlocks := q.ctxW.kv.BlocksFor(len(q.prompt)+1), q.genW.kv.BlocksFor(len(q.prompt)+q.output)
@@ -415,6 +423,10 @@ func (q *request) fail(err error, oracle int) {
 func (r *run) result() *Result {
 	res := &Result{Records: r.recs, Stats: r.rt.Stats(), Prefilled: map[string]int64{}, Duration: r.now.Sub(epoch),
 		PooledOracleRatio: r.pooled.ratio(), WindowOracleRatio: r.window.ratio()}
+	for kind, n := range r.routes {
+		res.Routes = append(res.Routes, router.Count{Reason: kind, Value: n})
+	}
+	slices.SortFunc(res.Routes, func(a, b router.Count) int { return strings.Compare(a.Reason, b.Reason) })
 	var all []int64
 	minutes := map[int64][]int64{}
 	for ep, w := range r.ctx {

@@ -1,0 +1,178 @@
+package router
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/duet-serve/duet/tokenizer"
+)
+
+// cat joins token slices into a new one.
+func cat(parts ...[]int) []int {
+	var out []int
+	for _, p := range parts {
+		out = append(out, p...)
+	}
+	return out
+}
+
+func TestContinuationMayLeaveOutTheEndOfThePreviousPrompt(t *testing.T) {
+	system := tokens(10_000, 40) // 10 blocks of 4
+	for _, tc := range []struct {
+		name    string
+		kept    int // tokens of the previous prompt (53: 13 full blocks and 1) the new one repeats
+		want    string
+		wantHit int
+	}{
+		{"the whole previous prompt", 53, DecisionImplicit, 53},
+		{"all its full blocks, a re-rendered partial one", 52, DecisionImplicit, 52},
+		{"all but one full block (slack 1)", 49, DecisionImplicit, 48},
+		{"two full blocks short", 44, DecisionNew, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, _ := convRouter(t, fleet(3, 3), nil)
+			route(t, r, req("", cat(system, tokens(2000, 9)))) // another conversation with the system prompt
+			prev := cat(system, tokens(1000, 13))
+			first := route(t, r, req("", prev))
+			require.Equal(t, DecisionNew, first.Decision)
+			next := route(t, r, req("", cat(prev[:tc.kept], tokens(5000, 30))))
+			require.Equal(t, tc.want, next.Decision)
+			if tc.want == DecisionNew {
+				require.NotEqual(t, first.Session, next.Session)
+				return
+			}
+			require.Equal(t, first.Session, next.Session)
+			require.Equal(t, legs(first), legs(next))
+			require.Equal(t, tc.wantHit/4*4, next.CtxCached, "the pinned worker holds the shared full blocks")
+		})
+	}
+}
+
+// With a large slack, a conversation whose own first message is shorter
+// than the slack would be "continued" by any other conversation with its
+// system prompt: what it shared with earlier prompts (its fork depth) is
+// not its own, and a continuation must reach beyond it.
+func TestSharedSystemPromptIsNotAContinuationWithSlack(t *testing.T) {
+	r, _ := convRouter(t, fleet(3, 3), func(c *Config) { c.ContinuationSlackBlocks = 8 })
+	system := tokens(10_000, 40)
+	route(t, r, req("", cat(system, tokens(2000, 60)))) // the first, with an own part longer than the slack
+	a := route(t, r, req("", cat(system, tokens(1000, 13)))) // its own part: 3 blocks and 1, less than the slack
+	c := route(t, r, req("", cat(system, tokens(3000, 30))))
+	require.Equal(t, DecisionNew, c.Decision, "sharing only the system prompt is not a continuation")
+	require.NotEqual(t, a.Session, c.Session)
+
+	cont := route(t, r, req("", cat(system, tokens(1000, 12), tokens(4000, 40)))) // a's full blocks, then new text
+	require.Equal(t, DecisionImplicit, cont.Decision)
+	require.Equal(t, a.Session, cont.Session)
+}
+
+func TestNewIDContinuingAKnownSessionForksIt(t *testing.T) {
+	r, _ := convRouter(t, fleet(3, 3), nil)
+	system := tokens(10_000, 40)
+	route(t, r, req("x", cat(system, tokens(5000, 40)))) // another conversation with the system prompt
+	prev := cat(system, tokens(0, 40))
+	a := route(t, r, req("a", prev))
+	b := route(t, r, req("b", cat(prev[:78], tokens(900, 20))))
+	require.Equal(t, DecisionFork, b.Decision)
+	require.Equal(t, "b", b.Session)
+	require.False(t, b.Minted)
+	require.Equal(t, legs(a), legs(b), "the new session starts on the pair that holds the prefix")
+	require.Equal(t, 76, b.CtxCached, "the shared full blocks")
+	require.Equal(t, 3, r.Sessions())
+
+	again := route(t, r, req("a", cat(prev, tokens(0, 20))))
+	require.Equal(t, DecisionSticky, again.Decision, "the forked session keeps its own state")
+	require.Equal(t, 80, again.CtxCached)
+
+	other := route(t, r, req("c", cat(system, tokens(7000, 40))))
+	require.Equal(t, DecisionNew, other.Decision, "sharing the system prompt only")
+}
+
+// The first conversation seen with a system prompt has nothing to tell
+// the prompt from its own first message: only its whole previous prompt
+// continues it, so a new conversation whose first message starts alike is
+// not taken for its continuation.
+func TestTheFirstConversationOfAPromptNeedsItsWholePrompt(t *testing.T) {
+	r, _ := convRouter(t, fleet(3, 3), func(c *Config) { c.ContinuationSlackBlocks = 4 })
+	system := tokens(10_000, 40)
+	first := route(t, r, req("", cat(system, tokens(1000, 14))))
+	sibling := route(t, r, req("", cat(system, tokens(1000, 12), tokens(2000, 14)))) // same words, then others
+	require.Equal(t, DecisionNew, sibling.Decision)
+	require.NotEqual(t, first.Session, sibling.Session)
+	cont := route(t, r, req("", cat(system, tokens(1000, 14), tokens(3000, 20))))
+	require.Equal(t, DecisionImplicit, cont.Decision)
+	require.Equal(t, first.Session, cont.Session)
+}
+
+func TestTurnoverReplacesTheCtxLegOfAnEvictedSession(t *testing.T) {
+	p := fleet(2, 2)
+	r, _ := convRouter(t, p, func(c *Config) { c.KVBlocksPerWorker = 10 }) // 40 tokens of cache
+	a := route(t, r, req("a", tokens(0, 20)))
+	home := a.Ctx.Endpoint()
+	other := p.Get("ctx-0")
+	if home == other {
+		other = p.Get("ctx-1")
+	}
+	// Others' prompts computed on a's worker: while the other worker is busy,
+	// least-load sends new sessions there.
+	computeOnHome := func(key string) {
+		hog := other.Acquire(1_000_000)
+		defer hog.Release()
+		pr := route(t, r, req(key, tokens(1000*len(key), 20)))
+		require.Equal(t, home, pr.Ctx.Endpoint())
+	}
+	computeOnHome("b")
+	computeOnHome("cc")
+	stay := route(t, r, req("a", tokens(0, 24)))
+	require.Equal(t, home, stay.Ctx.Endpoint(), "40 tokens computed since: within the cache")
+	require.Equal(t, 20, stay.CtxCached)
+	require.Zero(t, breakCount(r, reasonTurnover))
+
+	computeOnHome("ddd")
+	computeOnHome("eeee")
+	computeOnHome("fffff") // 60 tokens since a's last turn: more than the cache holds
+	hog := home.Acquire(100)
+	moved := route(t, r, req("a", tokens(0, 28)))
+	hog.Release()
+	require.Equal(t, uint64(1), breakCount(r, reasonTurnover))
+	require.Equal(t, other, moved.Ctx.Endpoint(), "placed by load: the prefix is presumed evicted")
+	require.Zero(t, moved.CtxCached)
+	require.Equal(t, DecisionSticky, moved.Decision)
+	require.Equal(t, other, route(t, r, req("a", tokens(0, 30))).Ctx.Endpoint(), "and pinned there")
+}
+
+func TestSpillCountsTheRecomputedPrefix(t *testing.T) {
+	for _, tc := range []struct {
+		backlog int64
+		spill   bool
+	}{
+		{60, false}, // 60+4 > 40 would spill if the 36 recomputed tokens were free
+		{100, true}, // 100+4 > 40+36
+	} {
+		t.Run(fmt.Sprint(tc.backlog), func(t *testing.T) {
+			r, _ := convRouter(t, fleet(2, 2), nil)
+			first := route(t, r, req("a", tokens(0, 36)))
+			hog := first.Ctx.Endpoint().Acquire(tc.backlog)
+			defer hog.Release()
+			next := route(t, r, req("a", tokens(0, 40)))
+			require.Equal(t, tc.spill, next.Decision == "spill:ctx-overload", next.Decision)
+		})
+	}
+}
+
+func TestBlockTableSharedDepth(t *testing.T) {
+	bt := newBlockTable(1 << 10)
+	system := tokenizer.BlockHashes(tokens(0, 40), 4)
+	a := tokenizer.BlockHashes(cat(tokens(0, 40), tokens(100, 12)), 4)
+	b := tokenizer.BlockHashes(cat(tokens(0, 40), tokens(200, 12)), 4)
+	require.Zero(t, bt.sharedDepth(a, 1))
+	bt.record(a, 1)
+	require.Zero(t, bt.sharedDepth(a, 1), "a session's own blocks are not shared")
+	require.Equal(t, 13, bt.sharedDepth(a, 2))
+	require.Equal(t, len(system), bt.sharedDepth(b, 2), "b shares the system prompt with a")
+	bt.record(b, 2)
+	require.Equal(t, len(system), bt.sharedDepth(a, 1), "and a shares it with b")
+	require.Zero(t, bt.sharedDepth(tokenizer.BlockHashes(tokens(500, 40), 4), 3))
+}

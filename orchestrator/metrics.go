@@ -1,7 +1,6 @@
 package orchestrator
 
 import (
-
 	"github.com/duet-serve/duet/orchestrator/protocol"
 	"github.com/duet-serve/duet/router"
 	"github.com/prometheus/client_golang/prometheus"

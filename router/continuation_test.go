@@ -57,7 +57,7 @@ func TestContinuationMayLeaveOutTheEndOfThePreviousPrompt(t *testing.T) {
 func TestSharedSystemPromptIsNotAContinuationWithSlack(t *testing.T) {
 	r, _ := convRouter(t, fleet(3, 3), func(c *Config) { c.ContinuationSlackBlocks = 8 })
 	system := tokens(10_000, 40)
-	route(t, r, req("", cat(system, tokens(2000, 60)))) // the first, with an own part longer than the slack
+	route(t, r, req("", cat(system, tokens(2000, 60))))      // the first conversation with the system prompt
 	a := route(t, r, req("", cat(system, tokens(1000, 13)))) // its own part: 3 blocks and 1, less than the slack
 	c := route(t, r, req("", cat(system, tokens(3000, 30))))
 	require.Equal(t, DecisionNew, c.Decision, "sharing only the system prompt is not a continuation")

@@ -231,7 +231,7 @@ func FuzzConversationRouting(f *testing.F) {
 		// slot (the table forgets, by design) is forgotten by the model too.
 		seen := newBlockTable(blockTableSlots(cfg.MaxSessions))
 		const anyone, newcomer = 1, ^uint64(0)
-		var lru []string             // most recently used last
+		var lru []string // most recently used last
 		touch := func(key string) {
 			lru = append(slices.DeleteFunc(lru, func(k string) bool { return k == key }), key)
 		}

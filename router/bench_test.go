@@ -103,12 +103,16 @@ func BenchmarkRouteSharedEndpoint(b *testing.B) {
 		p, _ := r.Route(&Request{Tokens: toks, Hashes: tokenizer.BlockHashes(toks, 32), MaxTokens: 64})
 		p.Release()
 	}
-	toks := append(append([]int{}, system...), seq(40, 7_000_000)...)
+	toks := append(append([]int{}, system...), 0, 0, 0)
 	rq := &Request{Tokens: toks, Hashes: tokenizer.BlockHashes(toks, 32), MaxTokens: 64}
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
+		toks[1024], toks[1025], toks[1026] = -i, -i-1, -i-2 // a new first message each time
 		p, _ := r.Route(rq)
+		if p.Decision != DecisionNew {
+			b.Fatalf("decision %s", p.Decision)
+		}
 		p.Release()
 	}
 }

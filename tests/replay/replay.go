@@ -293,7 +293,11 @@ type request struct {
 
 func (q *request) route() {
 	r := q.r
-	rq := &router.Request{Tokens: q.prompt, Hashes: tokenizer.BlockHashes(q.prompt, r.rt.BlockSize()), MaxTokens: q.output}
+	// RequestID is the one its record gets (it is appended next): consistent
+	// hashing keys a request without a session by it, as duet keys it by
+	// the x-request-id duet bench sends.
+	rq := &router.Request{Tokens: q.prompt, Hashes: tokenizer.BlockHashes(q.prompt, r.rt.BlockSize()), MaxTokens: q.output,
+		RequestID: fmt.Sprintf("replay-%d", len(r.recs))}
 	if !r.cfg.NoSessionIDs {
 		rq.SessionKey = q.sess.ID()
 	}

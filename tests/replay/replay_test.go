@@ -267,3 +267,24 @@ func TestProfileSessionsReadARun(t *testing.T) {
 	_, err = ProfileSessions(t.TempDir())
 	require.ErrorContains(t, err, "inputs.json")
 }
+
+// Without session ids, consistent hashing keys each request by its request
+// id, as duet keys it by x-request-id: the requests spread over the fleet
+// (they all went to one worker when the replay left the id empty).
+func TestConsistentHashWithoutSessionsKeysByRequest(t *testing.T) {
+	var ss []Session
+	for i := 0; i < 16; i++ {
+		ss = append(ss, &tokenSession{id: fmt.Sprint("s", i), adds: [][]int{seq(1000*i, 8)}, outputs: []int{1}, stateless: true})
+	}
+	cfg := worked(4, 1, router.PolicyConsistentHash)
+	cfg.NoSessionIDs = true
+	res, err := Run(cfg, ss)
+	require.NoError(t, err)
+	used := 0
+	for _, n := range res.Prefilled {
+		if n > 0 {
+			used++
+		}
+	}
+	require.Greater(t, used, 1, "prefilled per ctx worker: %v", res.Prefilled)
+}

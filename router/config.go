@@ -24,12 +24,13 @@ type Config struct {
 	HashSkipCount int `mapstructure:"hash_skip_count" help:"leading blocks a prefix match must go beyond"`
 	// ContinuationSlackBlocks is how many full blocks at the end of a
 	// session's previous prompt a request without an id (or with a new id)
-	// may leave out and still continue that session; the partial last
-	// block may always differ (default 1: a chat template that re-renders
-	// the end of the previous turn; a trace that hashes 512-token blocks
-	// needs 512 / tokens_per_block). Whatever it is set to, the part shared
-	// must reach beyond what the session's first prompt shared with other
-	// sessions' prompts (a common system prompt).
+	// may leave out, besides the partial last block, and still continue
+	// that session (default 1: a chat template that re-renders the end of
+	// the previous turn; a trace that hashes 512-token blocks needs 512 /
+	// tokens_per_block). Whatever it is set to, the part shared must reach
+	// beyond what the session's first prompt shared with other sessions'
+	// prompts (a common system prompt), and a session whose first prompt
+	// shared nothing is continued only by its entire previous prompt.
 	ContinuationSlackBlocks int `mapstructure:"continuation_slack_blocks" help:"full blocks at the end of a session's previous prompt that a continuation may leave out"`
 	// SpillLoadFactor spills a gen leg when its pinned worker's load (KV
 	// occupancy) is above this multiple of the other workers' mean (default
@@ -70,6 +71,11 @@ type Config struct {
 	EjectAfter5xx int `mapstructure:"eject_after_5xx" help:"passive health: 5xx answers in a row that eject a worker"`
 }
 
+// maxKVBlocksPerWorker bounds kv_blocks_per_worker: kv-aware indexes a
+// worker's blocks with 32-bit numbers, and 2^30 blocks of 32 tokens is far
+// beyond any GPU's KV cache.
+const maxKVBlocksPerWorker = 1 << 30
+
 // Defaults returns the default configuration.
 func Defaults() Config {
 	return Config{Policy: PolicyConversation, TokensPerBlock: 32, MaxSessions: 100000, SessionTTL: 60 * time.Minute, ContinuationSlackBlocks: 1,
@@ -105,8 +111,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("fallback: must be >= 0, got %d", c.Fallback)
 	case c.LoadWeight < 0:
 		return fmt.Errorf("load_weight: must be >= 0, got %g", c.LoadWeight)
-	case c.KVBlocksPerWorker < 1:
-		return fmt.Errorf("kv_blocks_per_worker: must be >= 1, got %d", c.KVBlocksPerWorker)
+	case c.KVBlocksPerWorker < 1 || c.KVBlocksPerWorker > maxKVBlocksPerWorker:
+		return fmt.Errorf("kv_blocks_per_worker: must be between 1 and %d, got %d", maxKVBlocksPerWorker, c.KVBlocksPerWorker)
 	case c.EjectBackoff <= 0:
 		return fmt.Errorf("eject_backoff: must be > 0, got %s", c.EjectBackoff)
 	case c.EjectMaxBackoff < c.EjectBackoff:

@@ -82,6 +82,7 @@ func TestNewIDContinuingAKnownSessionForksIt(t *testing.T) {
 	require.Equal(t, 76, b.CtxCached, "the shared full blocks")
 	require.Equal(t, 3, r.Sessions())
 
+	require.Equal(t, 76, b.GenCached, "the gen worker too holds only the shared part")
 	again := route(t, r, req("a", cat(prev, tokens(0, 20))))
 	require.Equal(t, DecisionSticky, again.Decision, "the forked session keeps its own state")
 	require.Equal(t, 80, again.CtxCached)
@@ -139,8 +140,23 @@ func TestTurnoverReplacesTheCtxLegOfAnEvictedSession(t *testing.T) {
 	require.Equal(t, uint64(1), breakCount(r, reasonTurnover))
 	require.Equal(t, other, moved.Ctx.Endpoint(), "placed by load: the prefix is presumed evicted")
 	require.Zero(t, moved.CtxCached)
-	require.Equal(t, DecisionSticky, moved.Decision)
-	require.Equal(t, other, route(t, r, req("a", tokens(0, 30))).Ctx.Endpoint(), "and pinned there")
+	require.Equal(t, DecisionRepin, moved.Decision)
+	next := route(t, r, req("a", tokens(0, 30)))
+	require.Equal(t, other, next.Ctx.Endpoint(), "and pinned there")
+	require.Equal(t, DecisionSticky, next.Decision)
+}
+
+// A session placed afresh after a turnover that lands on the same worker is
+// the sticky turn it was: no break, no re-pin.
+func TestTurnoverOntoTheSameWorkerIsNoBreak(t *testing.T) {
+	p := fleet(1, 2)
+	r, _ := convRouter(t, p, func(c *Config) { c.KVBlocksPerWorker = 2 }) // 8 tokens of cache
+	route(t, r, req("a", tokens(0, 20)))
+	route(t, r, req("b", tokens(1000, 20)))
+	again := route(t, r, req("a", tokens(0, 24)))
+	require.Equal(t, DecisionSticky, again.Decision)
+	require.Zero(t, again.CtxCached, "the prefix is presumed evicted")
+	require.Zero(t, breakCount(r, reasonTurnover))
 }
 
 func TestSpillCountsTheRecomputedPrefix(t *testing.T) {

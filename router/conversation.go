@@ -72,10 +72,13 @@ func (c *Conversation) pick(req *Request, ctxCands, genCands []*Endpoint) choice
 	now := c.now()
 	c.table.expire(now)
 	s, ch := c.lookup(req, found, answered, now)
+	turnedOver := ""
 	if down && req.SessionKey != "" {
-		c.hashPins(s, ctxCands, genCands)
+		c.hashPins(s, ctxCands, genCands) // where every replica puts it, whatever its cache
+	} else {
+		turnedOver = c.forgetTurnedOver(s)
 	}
-	c.placeLegs(s, &ch, req, ctxCands, genCands)
+	c.placeLegs(s, &ch, req, ctxCands, genCands, turnedOver)
 	c.table.touch(s, now)
 	s.inflight++
 	c.index.record(s, req.Tokens, req.Hashes)
@@ -205,6 +208,9 @@ func (c *Conversation) adopt(rec *SessionRecord, now time.Time) *session {
 	ctx, gen := c.idOf(rec.Ctx), c.idOf(rec.Gen)
 	c.table.pin(s, ctx, gen)
 	s.ctxHeld, s.genHeld = rec.CtxHeld, rec.GenHeld
+	// The store does not say when the turn ran; counted from now, the ctx
+	// worker's turnover is measured on this replica's traffic alone.
+	s.ctxMark = c.computed[ctx]
 	s.ctxLost, s.genLost = ctx == "" && rec.Ctx != "", gen == "" && rec.Gen != ""
 	c.index.put(s, rec.End, rec.EndDepth, rec.TailLen, rec.TailHash)
 	return s
@@ -261,8 +267,11 @@ func (c *Conversation) identityOf(id string) string {
 // again or spilled is re-pinned (the new worker computes the whole prompt,
 // so it holds more of the next one than the old); a gen spill leaves the
 // pin in place.
-func (c *Conversation) placeLegs(s *session, ch *choice, req *Request, ctxCands, genCands []*Endpoint) {
-	c.forgetTurnedOver(s)
+//
+// turnedOver is the worker forgetTurnedOver unpinned the ctx leg from: a
+// leg placed elsewhere is a re-pin and an affinity break (turnover); placed
+// there again, it is the sticky turn it was.
+func (c *Conversation) placeLegs(s *session, ch *choice, req *Request, ctxCands, genCands []*Endpoint, turnedOver string) {
 	promptLen := len(req.Tokens)
 	uncached := int64(promptLen - min(s.ctxHeld, promptLen))
 	ctx, ctxWhy := c.leg(s.ctx, ctxCands, req.ExcludeCtx, "ctx", &c.ctxTurn, func(pinned, alt *Endpoint) bool {
@@ -271,6 +280,10 @@ func (c *Conversation) placeLegs(s *session, ch *choice, req *Request, ctxCands,
 	gen, genWhy := c.leg(s.gen, otherThan(genCands, ctx), req.ExcludeGen, "gen", &c.genTurn, func(pinned, _ *Endpoint) bool {
 		return c.occupied(pinned, otherThan(genCands, pinned))
 	})
+	if turnedOver != "" && ctx.ID != turnedOver {
+		c.stats.addBreak(reasonTurnover)
+		ctxWhy = DecisionRepin
+	}
 	ctxWhy, genWhy = lostLeg(ctxWhy, s.ctxLost), lostLeg(genWhy, s.genLost)
 	s.ctxLost, s.genLost = false, false
 	ch.ctx, ch.gen = ctx, gen
@@ -295,15 +308,17 @@ func (c *Conversation) placeLegs(s *session, ch *choice, req *Request, ctxCands,
 // computed more than a cache's worth of tokens (kv_blocks_per_worker
 // blocks) since the session's last turn there: least recently used, its
 // prefix is presumed gone, and the leg is placed afresh by load instead of
-// waiting behind the worker's backlog for a cache it no longer has.
-func (c *Conversation) forgetTurnedOver(s *session) {
+// waiting behind the worker's backlog for a cache it no longer has. It
+// returns the worker the leg was unpinned from ("" when it stays).
+func (c *Conversation) forgetTurnedOver(s *session) string {
 	capacity := int64(c.cfg.KVBlocksPerWorker) * int64(c.cfg.TokensPerBlock)
 	if s.ctx == "" || s.ctxHeld == 0 || c.computed[s.ctx]-s.ctxMark <= capacity {
-		return
+		return ""
 	}
-	c.stats.addBreak(reasonTurnover)
+	from := s.ctx
 	c.table.pin(s, "", s.gen)
 	s.ctxHeld = 0
+	return from
 }
 
 // lostLeg turns a leg placed afresh because its worker was removed into a
@@ -394,12 +409,18 @@ func (c *Conversation) occupied(ep *Endpoint, others []*Endpoint) bool {
 // done records what the pinned workers hold after a turn: only a phase that
 // ran on the pinned worker (not a spill target, not a skipped phase) puts
 // the prompt there. The ctx worker's computed tokens grow by the prompt
-// tokens it did not report cached. The session's idle time starts now.
-func (c *Conversation) done(key, ctxID, genID string, promptTokens int, o Outcome) {
+// tokens it did not report cached (by those the router did not expect it
+// to hold, when it reported none: not every engine reports cached tokens).
+// The session's idle time starts now.
+func (c *Conversation) done(key, ctxID, genID string, promptTokens, expectedCached int, o Outcome) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if o.CtxRan {
-		c.computed[ctxID] += int64(max(promptTokens-max(o.ReportedCached, 0), 0))
+		cached := o.ReportedCached
+		if cached <= 0 { // none reported (or none cached): what the router expected there
+			cached = expectedCached
+		}
+		c.computed[ctxID] += int64(max(promptTokens-cached, 0))
 	}
 	s := c.table.byKey[key]
 	if s == nil {
@@ -423,6 +444,11 @@ func (c *Conversation) workersChanged(present map[string]bool) {
 	for w := range c.table.byWorker {
 		if !present[w] {
 			c.stats.addBreakN(reasonWorkerGone, c.table.workerGone(w))
+		}
+	}
+	for w := range c.computed {
+		if !present[w] {
+			delete(c.computed, w)
 		}
 	}
 }

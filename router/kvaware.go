@@ -1,7 +1,6 @@
 package router
 
 import (
-	"container/list"
 	"sync"
 	"sync/atomic"
 )
@@ -96,15 +95,24 @@ func (k *KVAware) remember(worker string, hashes []uint64) {
 }
 
 // blockLRU is a bounded set of block hashes, least recently added or
-// touched evicted first. Not goroutine-safe.
+// touched evicted first. Its entries live in one slice linked by index, so
+// adding a block allocates nothing once the set is full (a prompt of 13k
+// tokens adds 400 blocks per phase). Not goroutine-safe.
 type blockLRU struct {
 	capacity int
-	items    map[uint64]*list.Element
-	order    *list.List
+	items    map[uint64]int32 // hash -> index in nodes
+	nodes    []lruNode
+	// head is the most recently used node, tail the least; -1 when empty.
+	head, tail int32
+}
+
+type lruNode struct {
+	hash       uint64
+	prev, next int32 // -1: none
 }
 
 func newBlockLRU(capacity int) *blockLRU {
-	return &blockLRU{capacity: capacity, items: map[uint64]*list.Element{}, order: list.New()}
+	return &blockLRU{capacity: capacity, items: map[uint64]int32{}, head: -1, tail: -1}
 }
 
 func (b *blockLRU) has(h uint64) bool {
@@ -112,15 +120,49 @@ func (b *blockLRU) has(h uint64) bool {
 	return ok
 }
 
+// add makes h the most recently used block, evicting the least recently
+// used one when the set is full.
 func (b *blockLRU) add(h uint64) {
-	if e, ok := b.items[h]; ok {
-		b.order.MoveToFront(e)
+	if i, ok := b.items[h]; ok {
+		b.unlink(i)
+		b.pushFront(i)
 		return
 	}
-	if b.order.Len() >= b.capacity {
-		oldest := b.order.Back()
-		b.order.Remove(oldest)
-		delete(b.items, oldest.Value.(uint64))
+	var i int32
+	if len(b.nodes) < b.capacity {
+		b.nodes = append(b.nodes, lruNode{})
+		i = int32(len(b.nodes) - 1)
+	} else {
+		i = b.tail
+		b.unlink(i)
+		delete(b.items, b.nodes[i].hash)
 	}
-	b.items[h] = b.order.PushFront(h)
+	b.nodes[i].hash = h
+	b.items[h] = i
+	b.pushFront(i)
+}
+
+func (b *blockLRU) unlink(i int32) {
+	n := &b.nodes[i]
+	if n.prev >= 0 {
+		b.nodes[n.prev].next = n.next
+	} else {
+		b.head = n.next
+	}
+	if n.next >= 0 {
+		b.nodes[n.next].prev = n.prev
+	} else {
+		b.tail = n.prev
+	}
+}
+
+func (b *blockLRU) pushFront(i int32) {
+	b.nodes[i].prev, b.nodes[i].next = -1, b.head
+	if b.head >= 0 {
+		b.nodes[b.head].prev = i
+	}
+	b.head = i
+	if b.tail < 0 {
+		b.tail = i
+	}
 }

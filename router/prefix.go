@@ -172,11 +172,8 @@ func (x *prefixIndex) countLength(end uint64, n, delta int) {
 // prompt with an identical first turn: not a continuation of any one of
 // them).
 func (x *prefixIndex) match(tokens []int, hashes []uint64) (*session, int) {
-	for depth := len(hashes); depth >= 0 && depth > x.minDepth; depth-- {
-		end := uint64(rootEnd)
-		if depth > 0 {
-			end = hashes[depth-1]
-		}
+	for depth := len(hashes); depth > x.minDepth; depth-- { // minDepth >= 0: a prompt shorter than a block matches nothing here
+		end := hashes[depth-1]
 		b := x.blocks[end]
 		if b == nil {
 			continue
@@ -186,9 +183,6 @@ func (x *prefixIndex) match(tokens []int, hashes []uint64) (*session, int) {
 				return nil, 0
 			}
 			return s, s.promptLen
-		}
-		if depth == 0 {
-			break
 		}
 		if s, blocks, found := matchAnchor(b, hashes, depth); found {
 			if s == nil {

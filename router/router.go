@@ -117,7 +117,7 @@ func (p *Pair) Done(o Outcome) {
 	if o.CtxRan && o.ReportedCached >= 0 && p.CtxCached > 0 && o.ReportedCached < p.CtxCached/2 {
 		p.router.stats.addBreak(reasonEvicted) // the pinned worker had lost most of the prefix
 	}
-	p.router.conv.done(p.Session, p.ctxID, p.genID, p.promptTokens, o)
+	p.router.conv.done(p.Session, p.ctxID, p.genID, p.promptTokens, p.CtxCached, o)
 }
 
 // Router picks (ctx, gen) pairs from a Pool with the configured policy.

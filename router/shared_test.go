@@ -255,3 +255,44 @@ func TestRendezvousSpreadsKeys(t *testing.T) {
 	require.Equal(t, rendezvous("k", eps), rendezvous("k", []*Endpoint{eps[3], eps[1], eps[0], eps[2]}), "order does not matter")
 	require.True(t, errors.Is(ErrStoreDown, ErrStoreDown))
 }
+
+// Regression (review of issue 17): a session taken over from the store had
+// no turnover mark on the replica, so once the replica had sent a cache's
+// worth to the worker over its lifetime, every session arriving from
+// another replica was presumed evicted and moved.
+func TestSharedSessionTakenOverIsNotTurnedOver(t *testing.T) {
+	store := newMemStore()
+	rs := replicas(t, 2, store)
+	for _, r := range rs {
+		r.cfg.KVBlocksPerWorker = 10 // 40 tokens
+		r.conv.cfg.KVBlocksPerWorker = 10
+	}
+	for i := 0; i < 6; i++ { // replica 1 computes far more than a cache's worth on every worker
+		route(t, rs[1], req(fmt.Sprint("warm", i), tokens(5000+100*i, 40)))
+	}
+	first := route(t, rs[0], req("conv", tokens(0, 20)))
+	second := route(t, rs[1], req("conv", tokens(0, 28)))
+	require.Equal(t, DecisionSticky, second.Decision)
+	require.Equal(t, urls(first), urls(second))
+	require.Equal(t, 20, second.CtxCached)
+	require.Zero(t, breakCount(rs[1], reasonTurnover))
+}
+
+// With the store down, a session with an id goes where rendezvous hashing
+// puts it on every replica; a turnover must not move it elsewhere (the next
+// turn would move it back).
+func TestStoreDownKeepsRendezvousPinsOverTurnover(t *testing.T) {
+	store := newMemStore()
+	rs := replicas(t, 1, store)
+	r := rs[0]
+	r.cfg.KVBlocksPerWorker, r.conv.cfg.KVBlocksPerWorker = 1, 1 // 4 tokens: every turn turns over
+	store.setDown(true)
+	first := route(t, r, req("conv", tokens(0, 20)))
+	for turn := 1; turn < 5; turn++ {
+		route(t, r, req(fmt.Sprint("other", turn), tokens(1000*turn, 40)))
+		p := route(t, r, req("conv", tokens(0, 20+4*turn)))
+		require.Equal(t, urls(first), urls(p), "turn %d", turn)
+	}
+	require.Zero(t, breakCount(r, reasonTurnover))
+	require.Zero(t, breakCount(r, reasonStoreDown))
+}

@@ -33,7 +33,7 @@ type replayFlags struct {
 	speedup  float64
 	overhead time.Duration
 	window   time.Duration
-	// kvBlocksSet is true when the config file sets
+	// kvBlocksSet is true when the config file (or the environment) sets
 	// router.kv_blocks_per_worker; otherwise each point's ctx cache size
 	// is the router's estimate of it.
 	kvBlocksSet bool
@@ -69,7 +69,7 @@ no network and no duet overhead.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return a.runWith(cmd, nil, func(_ context.Context, cfg Config, _ *zap.Logger) error {
-				f.kvBlocksSet = a.v.InConfig("router.kv_blocks_per_worker")
+				f.kvBlocksSet = a.v.InConfig("router.kv_blocks_per_worker") || os.Getenv("DUET_ROUTER_KV_BLOCKS_PER_WORKER") != ""
 				return runReplay(cmd, f, cfg)
 			})
 		},

@@ -44,7 +44,7 @@ type Config struct {
 	// before the request spills there, beyond the spill's own cost (the
 	// whole prompt there, counting the cached tokens it recomputes twice:
 	// once for this request, once for those queued behind it) (default 0).
-	// A spill re-pins the session on the worker that computed its prompt.
+	// The pin stays, so the next turn goes home.
 	SpillMarginTokens int64 `mapstructure:"spill_margin_tokens" help:"ctx: extra prefill tokens a pinned worker may carry over the best alternative before a spill"`
 	// VirtualNodes is the consistent-hash ring's points per worker
 	// (default 100).

@@ -11,8 +11,9 @@ import "github.com/duet-serve/duet/tokenizer"
 //     previous prompt and more continues the session exactly.
 //   - its anchor: the hash of the shallowest block a continuation must
 //     reach, slack full blocks before the last (and never within the blocks
-//     the session's first prompt shared with other sessions: forkDepth),
-//     with the hashes of the blocks after it. A prompt that reaches the
+//     the session's first prompt shared with other sessions: forkDepth; a
+//     session whose first prompt shared none has no anchor), with the
+//     hashes of the blocks after it. A prompt that reaches the
 //     anchor continues the session, holding its blocks up to where the
 //     two part: a chat template that re-rendered the end of the previous
 //     turn, a trace whose partial last block is not repeated.

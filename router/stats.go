@@ -53,6 +53,11 @@ func (s *Stats) Spills() []Count { return s.snapshot(s.spills) }
 func (s *Stats) snapshot(m map[string]uint64) []Count {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return Counts(m)
+}
+
+// Counts lists a map of counters as Counts sorted by reason.
+func Counts(m map[string]uint64) []Count {
 	out := make([]Count, 0, len(m))
 	for k, v := range m {
 		out = append(out, Count{k, v})

@@ -19,8 +19,6 @@ package replay
 import (
 	"container/heap"
 	"fmt"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/duet-serve/duet/proto/disagg"
@@ -426,11 +424,7 @@ func (q *request) fail(err error, oracle int) {
 // result summarises the run.
 func (r *run) result() *Result {
 	res := &Result{Records: r.recs, Stats: r.rt.Stats(), Prefilled: map[string]int64{}, Duration: r.now.Sub(epoch),
-		PooledOracleRatio: r.pooled.ratio(), WindowOracleRatio: r.window.ratio()}
-	for kind, n := range r.routes {
-		res.Routes = append(res.Routes, router.Count{Reason: kind, Value: n})
-	}
-	slices.SortFunc(res.Routes, func(a, b router.Count) int { return strings.Compare(a.Reason, b.Reason) })
+		PooledOracleRatio: r.pooled.ratio(), WindowOracleRatio: r.window.ratio(), Routes: router.Counts(r.routes)}
 	var all []int64
 	minutes := map[int64][]int64{}
 	for ep, w := range r.ctx {

@@ -196,10 +196,10 @@ func (x *prefixIndex) match(tokens []int, hashes []uint64) (*session, int) {
 }
 
 // matchAnchor looks among the sessions anchored at the prompt's block depth
-// (b is that block's entry)
-// for the one whose previous prompt the prompt follows furthest, and
-// returns it with the number of blocks they share. found is true when a
-// session is anchored there, with s nil if two share equally many.
+// (b is that block's entry) for the one whose previous prompt the prompt
+// follows furthest, and returns it with the number of blocks they share.
+// found is true when a session is anchored there, with s nil if two share
+// equally many.
 func matchAnchor(b *indexBlock, hashes []uint64, depth int) (s *session, blocks int, found bool) {
 	set := b.anchored
 	if set == nil {
@@ -221,11 +221,11 @@ func matchAnchor(b *indexBlock, hashes []uint64, depth int) (s *session, blocks 
 			ambiguous = true
 		}
 	})
-	if s == nil {
+	switch {
+	case s == nil:
 		return nil, 0, false
-	}
-	if ambiguous {
-		return nil, blocks, true
+	case ambiguous:
+		return nil, 0, true
 	}
 	return s, blocks, true
 }

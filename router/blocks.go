@@ -73,3 +73,17 @@ func (t *blockTable) record(hashes []uint64, self uint64) {
 		t.slots[h&t.mask] = blockSlot{hash: h, session: self}
 	}
 }
+
+// writer returns the session that last routed a prompt through the block
+// at depth (1-based) of these chained hashes, 0 when the table does not
+// know it.
+func (t *blockTable) writer(hashes []uint64, depth int) uint64 {
+	if depth <= 0 || depth > len(hashes) {
+		return 0
+	}
+	h := hashes[depth-1]
+	if s := t.slots[h&t.mask]; s.hash == h {
+		return s.session
+	}
+	return 0
+}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/duet-serve/duet/proto/disagg"
 	"github.com/duet-serve/duet/tokenizer"
 )
 
@@ -29,7 +30,7 @@ func TestContinuationMayLeaveOutTheEndOfThePreviousPrompt(t *testing.T) {
 		{"the whole previous prompt", 53, DecisionImplicit, 53},
 		{"all its full blocks, a re-rendered partial one", 52, DecisionImplicit, 52},
 		{"all but one full block (slack 1)", 49, DecisionImplicit, 48},
-		{"two full blocks short", 44, DecisionNew, 0},
+		{"two full blocks short: a branch", 44, DecisionBranch, 44},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r, _ := convRouter(t, fleet(3, 3), nil)
@@ -39,11 +40,7 @@ func TestContinuationMayLeaveOutTheEndOfThePreviousPrompt(t *testing.T) {
 			require.Equal(t, DecisionNew, first.Decision)
 			next := route(t, r, req("", cat(prev[:tc.kept], tokens(5000, 30))))
 			require.Equal(t, tc.want, next.Decision)
-			if tc.want == DecisionNew {
-				require.NotEqual(t, first.Session, next.Session)
-				return
-			}
-			require.Equal(t, first.Session, next.Session)
+			require.Equal(t, tc.want == DecisionImplicit, first.Session == next.Session, "a branch is a new session")
 			require.Equal(t, legs(first), legs(next))
 			require.Equal(t, tc.wantHit/4*4, next.CtxCached, "the pinned worker holds the shared full blocks")
 		})
@@ -191,4 +188,87 @@ func TestBlockTableSharedDepth(t *testing.T) {
 	bt.record(b, 2)
 	require.Equal(t, len(system), bt.sharedDepth(a, 1), "and a shares it with b")
 	require.Zero(t, bt.sharedDepth(tokenizer.BlockHashes(tokens(500, 40), 4), 3))
+}
+
+// A new conversation that shares more than the system prompt with a known
+// one (another question over the same document, an edited turn) but does
+// not continue it starts on that conversation's pair, where the shared part
+// is cached: with or without an id of its own.
+func TestNewSessionSharingAnotherOnesOwnContentBranchesOntoItsPair(t *testing.T) {
+	system, doc := tokens(10_000, 40), tokens(20_000, 40)
+	for _, key := range []string{"", "b"} {
+		t.Run("key="+key, func(t *testing.T) {
+			r, _ := convRouter(t, fleet(3, 3), nil)
+			route(t, r, req("", cat(system, tokens(2000, 9)))) // the first conversation with the system prompt
+			a := route(t, r, req("a", cat(system, doc, tokens(3000, 12))))
+			b := route(t, r, req(key, cat(system, doc[:30], tokens(4000, 20))))
+			require.Equal(t, DecisionBranch, b.Decision)
+			require.NotEqual(t, a.Session, b.Session, "a branch is a session of its own")
+			require.Equal(t, key == "", b.Minted)
+			require.Equal(t, legs(a), legs(b))
+			require.Equal(t, 68, b.CtxCached, "the system prompt and the shared full blocks of the document")
+			require.Equal(t, 68, b.GenCached)
+
+			again := route(t, r, req("a", cat(system, doc, tokens(3000, 16))))
+			require.Equal(t, DecisionSticky, again.Decision, "a keeps its own state")
+			require.Equal(t, 92, again.CtxCached)
+		})
+	}
+}
+
+// What a branch saves is weighed against the backlog of the worker that
+// holds it, by the rule a sticky turn spills by; a session whose worker has
+// turned over, or that is gone, is no reason to go there.
+func TestBranchOnlyWhereTheSharedPrefixIsWorthIt(t *testing.T) {
+	system, doc := tokens(10_000, 40), tokens(20_000, 40)
+	setup := func(t *testing.T, mutate func(*Config)) (*Router, *Pair) {
+		r, _ := convRouter(t, fleet(2, 2), mutate)
+		route(t, r, req("", cat(system, tokens(2000, 9))))
+		return r, route(t, r, req("a", cat(system, doc, tokens(3000, 12))))
+	}
+	branchOf := func(r *Router) *Pair { return route(t, r, req("", cat(system, doc[:30], tokens(4000, 20)))) }
+
+	t.Run("backlog", func(t *testing.T) {
+		for _, tc := range []struct {
+			backlog int64
+			want    string
+		}{
+			{100, DecisionBranch}, // 100 + 22 uncached <= 90 prompt + 68 recomputed
+			{200, DecisionNew},
+		} {
+			r, a := setup(t, nil)
+			hog := a.Ctx.Endpoint().Acquire(tc.backlog)
+			b := branchOf(r)
+			hog.Release()
+			require.Equal(t, tc.want, b.Decision, "backlog %d", tc.backlog)
+			require.Equal(t, tc.want == DecisionBranch, a.Ctx.Endpoint() == b.Ctx.Endpoint())
+		}
+	})
+	t.Run("turned over", func(t *testing.T) {
+		r, a := setup(t, func(c *Config) { c.KVBlocksPerWorker = 20 }) // 80 tokens
+		other := otherThan(r.Pool().Available(disagg.RoleContext), a.Ctx.Endpoint())[0]
+		hog := other.Acquire(1_000_000) // so that 90 other tokens are computed on a's worker
+		filler := route(t, r, req("y", tokens(60_000, 90)))
+		hog.Release()
+		require.Equal(t, a.Ctx.Endpoint(), filler.Ctx.Endpoint())
+		require.Equal(t, DecisionNew, branchOf(r).Decision, "a's prefix is presumed evicted")
+	})
+	t.Run("gone", func(t *testing.T) {
+		r, _ := setup(t, func(c *Config) { c.MaxSessions = 2 })
+		route(t, r, req("z", tokens(70_000, 20))) // evicts the least recently used: the first conversation
+		route(t, r, req("w", tokens(80_000, 20))) // and then a
+		require.Equal(t, DecisionNew, branchOf(r).Decision)
+	})
+}
+
+func TestBlockTableWriter(t *testing.T) {
+	bt := newBlockTable(1 << 10)
+	a := tokenizer.BlockHashes(tokens(0, 40), 4)
+	bt.record(a, 1)
+	bt.record(a[:4], 2)
+	require.Equal(t, uint64(2), bt.writer(a, 4), "the last session through a block")
+	require.Equal(t, uint64(1), bt.writer(a, 10))
+	require.Zero(t, bt.writer(a, 0))
+	require.Zero(t, bt.writer(a, 11))
+	require.Zero(t, bt.writer(tokenizer.BlockHashes(tokens(500, 8), 4), 2), "never routed")
 }

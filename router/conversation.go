@@ -15,6 +15,7 @@ const (
 	DecisionSticky   = "sticky"   // a known session on its pinned pair
 	DecisionImplicit = "implicit" // a request without id matched a session by prefix
 	DecisionFork     = "fork"     // a request with a new id continued a known session: a new session on its pair
+	DecisionBranch   = "branch"   // a new session sharing a known session's own content (not continuing it), placed on its pair
 	DecisionNew      = "new"      // a new session placed by load
 	DecisionRepin    = "repin"    // a pinned leg was unavailable and was picked again
 	DecisionSpill    = "spill"    // prefix of spill:<reason>: the pinned worker was overloaded
@@ -77,6 +78,9 @@ func (c *Conversation) pick(req *Request, ctxCands, genCands []*Endpoint) choice
 		c.hashPins(s, ctxCands, genCands) // where every replica puts it, whatever its cache
 	} else {
 		turnedOver = c.forgetTurnedOver(s)
+		if ch.decision == DecisionNew {
+			c.branch(s, &ch, req, ctxCands)
+		}
 	}
 	c.placeLegs(s, &ch, req, ctxCands, genCands, turnedOver)
 	c.table.touch(s, now)
@@ -161,6 +165,38 @@ func (c *Conversation) fork(key string, from *session, shared int, now time.Time
 	s.ctxHeld, s.genHeld = heldOf(from, shared)
 	s.ctxMark, s.forkDepth = from.ctxMark, from.forkDepth
 	return s
+}
+
+// branch starts a new session on the pair of the session whose own content
+// its first prompt shares (a branch of that conversation: an edited or
+// regenerated turn, another question over the same document), when the
+// tokens that ctx worker still holds outweigh the backlog it has beyond
+// the least-loaded one, by the rule a sticky turn spills by (see
+// prefillBacklogged). What the earlier session itself shared with older
+// ones (a common system prompt) does not count: every worker that served
+// such a prompt holds it. Nor does a prefix within hash_skip_count blocks,
+// nor one shared with a session whose first prompt shared nothing (the
+// first conversation seen with a system prompt: nothing tells that prompt
+// from its own first message).
+func (c *Conversation) branch(s *session, ch *choice, req *Request, ctxCands []*Endpoint) {
+	from := c.table.byID[c.blocks.writer(req.Hashes, s.forkDepth)]
+	if from == nil || from.forkDepth == 0 || s.forkDepth <= max(from.forkDepth, c.cfg.HashSkipCount) ||
+		from.ctx == "" || c.cacheTurnedOver(from) {
+		return
+	}
+	ep := find(ctxCands, from.ctx)
+	if ep == nil {
+		return
+	}
+	ctxHeld, genHeld := heldOf(from, s.forkDepth*c.cfg.TokensPerBlock)
+	prompt := int64(len(req.Tokens))
+	if others := otherThan(ctxCands, ep); len(others) > 0 &&
+		c.prefillBacklogged(ep, leastLoaded(others, c.ctxTurn.Load()), prompt-int64(min(ctxHeld, len(req.Tokens))), prompt) {
+		return
+	}
+	c.table.pin(s, from.ctx, from.gen)
+	s.ctxHeld, s.genHeld, s.ctxMark = ctxHeld, genHeld, from.ctxMark
+	ch.decision = DecisionBranch
 }
 
 // heldOf is what s's workers hold of a prompt that shares shared tokens
@@ -313,14 +349,20 @@ func (c *Conversation) placeLegs(s *session, ch *choice, req *Request, ctxCands,
 // waiting behind the worker's backlog for a cache it no longer has. It
 // returns the worker the leg was unpinned from ("" when it stays).
 func (c *Conversation) forgetTurnedOver(s *session) string {
-	capacity := int64(c.cfg.KVBlocksPerWorker) * int64(c.cfg.TokensPerBlock)
-	if s.ctx == "" || s.ctxHeld == 0 || c.computed[s.ctx]-s.ctxMark <= capacity {
+	if !c.cacheTurnedOver(s) {
 		return ""
 	}
 	from := s.ctx
 	c.table.pin(s, "", s.gen)
 	s.ctxHeld = 0
 	return from
+}
+
+// cacheTurnedOver reports whether s's ctx worker has computed more than a
+// cache's worth of tokens since it prefilled s's last turn.
+func (c *Conversation) cacheTurnedOver(s *session) bool {
+	capacity := int64(c.cfg.KVBlocksPerWorker) * int64(c.cfg.TokensPerBlock)
+	return s.ctx != "" && s.ctxHeld > 0 && c.computed[s.ctx]-s.ctxMark > capacity
 }
 
 // lostLeg turns a leg placed afresh because its worker was removed into a

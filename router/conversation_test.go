@@ -204,10 +204,12 @@ func TestConversationSharedSystemPromptDoesNotMatch(t *testing.T) {
 	// Two sessions whose whole first turn is identical: a third request that
 	// extends it belongs to neither.
 	same := append(append([]int{}, system...), tokens(5000, 8)...)
-	route(t, r, req("x", same))
-	route(t, r, req("y", same))
+	x := route(t, r, req("x", same))
+	y := route(t, r, req("y", same))
 	d := route(t, r, req("", append(append([]int{}, same...), tokens(6000, 20)...)))
-	require.Equal(t, DecisionNew, d.Decision, "an exact prefix shared by several sessions is ambiguous")
+	require.Equal(t, DecisionBranch, d.Decision, "an exact prefix shared by several sessions is ambiguous")
+	require.NotContains(t, []string{x.Session, y.Session}, d.Session)
+	require.Equal(t, legs(y), legs(d), "placed where that prefix is cached")
 }
 
 func TestConversationHashSkipCount(t *testing.T) {

@@ -93,7 +93,7 @@ func meanLoad(candidates []*Endpoint) float64 {
 // DecisionKinds are the kinds of routing decision (Pair.Decision without
 // its reason or suffix: spill:ctx-overload is a spill), a bounded set for
 // metric labels and summaries.
-var DecisionKinds = append([]string{DecisionSticky, DecisionImplicit, DecisionFork, DecisionNew, DecisionRepin,
+var DecisionKinds = append([]string{DecisionSticky, DecisionImplicit, DecisionFork, DecisionBranch, DecisionNew, DecisionRepin,
 	DecisionSpill, DecisionHash, DecisionFallback}, PolicyNames...)
 
 // DecisionKind returns decision's kind, "other" for one not in

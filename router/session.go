@@ -76,6 +76,7 @@ type sessionTable struct {
 	max      int
 	ttl      time.Duration
 	byKey    map[string]*session
+	byID     map[uint64]*session
 	lru      *list.List // front: most recently used
 	byWorker map[string]map[*session]struct{}
 	onEvict  func(s *session, reason string)
@@ -83,7 +84,7 @@ type sessionTable struct {
 }
 
 func newSessionTable(max int, ttl time.Duration, onEvict func(*session, string)) *sessionTable {
-	return &sessionTable{max: max, ttl: ttl, byKey: map[string]*session{}, lru: list.New(),
+	return &sessionTable{max: max, ttl: ttl, byKey: map[string]*session{}, byID: map[uint64]*session{}, lru: list.New(),
 		byWorker: map[string]map[*session]struct{}{}, onEvict: onEvict}
 }
 
@@ -117,6 +118,7 @@ func (t *sessionTable) add(key string, now time.Time) *session {
 	s := &session{key: key, id: t.lastID, lastUsed: now}
 	s.elem = t.lru.PushFront(s)
 	t.byKey[key] = s
+	t.byID[s.id] = s
 	return s
 }
 
@@ -142,6 +144,7 @@ func (t *sessionTable) remove(s *session, reason string) {
 	t.unindex(s, s.gen)
 	t.lru.Remove(s.elem)
 	delete(t.byKey, s.key)
+	delete(t.byID, s.id)
 	if t.onEvict != nil {
 		t.onEvict(s, reason)
 	}

@@ -272,3 +272,32 @@ func TestBlockTableWriter(t *testing.T) {
 	require.Zero(t, bt.writer(a, 11))
 	require.Zero(t, bt.writer(tokenizer.BlockHashes(tokens(500, 8), 4), 2), "never routed")
 }
+
+// A sticky turn weighs how much of its prefix its ctx worker is expected to
+// hold still: the tokens the worker computed since evict a growing share.
+func TestSpillWeighsThePrefixTheWorkerMayHaveEvicted(t *testing.T) {
+	for _, tc := range []struct {
+		computedSince int
+		spill         bool
+	}{
+		{0, false}, // 60 + 4 uncached <= 44 + 40 recomputed
+		{50, true}, // half a cache since: 20 of the 40 tokens expected; 60 + 24 > 44 + 20
+	} {
+		t.Run(fmt.Sprint(tc.computedSince), func(t *testing.T) {
+			p := fleet(2, 2)
+			r, _ := convRouter(t, p, func(c *Config) { c.KVBlocksPerWorker = 25 }) // 100 tokens
+			a := route(t, r, req("a", tokens(0, 40)))
+			home := a.Ctx.Endpoint()
+			if tc.computedSince > 0 {
+				hog := otherThan(p.Available(disagg.RoleContext), home)[0].Acquire(1_000_000)
+				require.Equal(t, home, route(t, r, req("b", tokens(5000, tc.computedSince))).Ctx.Endpoint())
+				hog.Release()
+			}
+			hog := home.Acquire(60)
+			next := route(t, r, req("a", tokens(0, 44)))
+			hog.Release()
+			require.Equal(t, tc.spill, next.Decision == "spill:ctx-overload", next.Decision)
+			require.Equal(t, tc.spill, next.Ctx.Endpoint() != home)
+		})
+	}
+}

@@ -190,8 +190,9 @@ func (c *Conversation) branch(s *session, ch *choice, req *Request, ctxCands []*
 	}
 	ctxHeld, genHeld := heldOf(from, s.forkDepth*c.cfg.TokensPerBlock)
 	prompt := int64(len(req.Tokens))
+	uncached := prompt - c.expectedHeld(from, min(ctxHeld, len(req.Tokens)))
 	if others := otherThan(ctxCands, ep); len(others) > 0 &&
-		c.prefillBacklogged(ep, leastLoaded(others, c.ctxTurn.Load()), prompt-int64(min(ctxHeld, len(req.Tokens))), prompt) {
+		c.prefillBacklogged(ep, leastLoaded(others, c.ctxTurn.Load()), uncached, prompt) {
 		return
 	}
 	c.table.pin(s, from.ctx, from.gen)
@@ -311,7 +312,7 @@ func (c *Conversation) identityOf(id string) string {
 // there again, it is the sticky turn it was.
 func (c *Conversation) placeLegs(s *session, ch *choice, req *Request, ctxCands, genCands []*Endpoint, turnedOver string) {
 	promptLen := len(req.Tokens)
-	uncached := int64(promptLen - min(s.ctxHeld, promptLen))
+	uncached := int64(promptLen) - c.expectedHeld(s, min(s.ctxHeld, promptLen))
 	ctx, ctxWhy := c.leg(s.ctx, ctxCands, req.ExcludeCtx, "ctx", &c.ctxTurn, func(pinned, alt *Endpoint) bool {
 		return c.prefillBacklogged(pinned, alt, uncached, int64(promptLen))
 	})
@@ -363,6 +364,19 @@ func (c *Conversation) forgetTurnedOver(s *session) string {
 func (c *Conversation) cacheTurnedOver(s *session) bool {
 	capacity := int64(c.cfg.KVBlocksPerWorker) * int64(c.cfg.TokensPerBlock)
 	return s.ctx != "" && s.ctxHeld > 0 && c.computed[s.ctx]-s.ctxMark > capacity
+}
+
+// expectedHeld is how many of held tokens, which s's ctx worker held after
+// s's last turn there, it is expected to hold still: the tokens it has
+// computed since evict a growing share of them, all at a cache's worth
+// (where turnover places the leg afresh). Spill decisions weigh this, so a
+// session whose worker has churned through most of its cache does not wait
+// behind that worker's backlog for a prefix it has likely lost. The
+// session still reports (and the metrics compare) all it held.
+func (c *Conversation) expectedHeld(s *session, held int) int64 {
+	capacity := float64(c.cfg.KVBlocksPerWorker) * float64(c.cfg.TokensPerBlock)
+	since := min(max(float64(c.computed[s.ctx]-s.ctxMark), 0), capacity)
+	return int64(held) - int64(float64(held)*since/capacity)
 }
 
 // lostLeg turns a leg placed afresh because its worker was removed into a

@@ -26,6 +26,8 @@ REPLICAS=${REPLICAS:-3}
 MODEL=meta-llama/Llama-3.1-8B-Instruct
 # shellcheck source=scripts/routing-workload.sh
 source scripts/routing-workload.sh
+# shellcheck source=scripts/fleet-metrics.sh
+source scripts/fleet-metrics.sh
 read -r -a WORKLOAD <<<"$(echo ${BENCH_ARGS:-$ROUTING_WORKLOAD})"
 command -v redis-server >/dev/null || { echo "bench-cluster: redis-server not found (apt-get install redis-server)" >&2; exit 1; }
 
@@ -105,14 +107,6 @@ YAML
   fi
 }
 
-# imbalance prints max/mean of the tokens each ctx sim prefilled.
-imbalance() {
-  local i
-  for i in $(seq 0 $((NCTX - 1))); do
-    curl -s "http://127.0.0.1:$((CTX_BASE + i))/metrics" | awk '/^duet_sim_prefill_computed_tokens_total/ {print $NF}'
-  done | awk '{s += $1; if ($1 > m) m = $1; n++} END {if (s > 0) printf "%.3f", m / (s / n); else printf "n/a"}'
-}
-
 # store_cost prints round trips per request and the find latency p50/p99 (ms, interpolated in the
 # histogram's buckets) summed over the replicas.
 store_cost() { # $1 replicas, $2 requests
@@ -131,18 +125,6 @@ store_cost() { # $1 replicas, $2 requests
         prev = sorted[j]; prevc = c }
       return -1 }
     END { if (n == 0) { printf "n/a"; exit } printf "%.2f round trips/request (%d finds), find p50 %.3f ms, p99 %.3f ms", rt / req, n, q(0.5), q(0.99) }'
-}
-
-# routing prints the replicas' route decisions, affinity breaks and store fallbacks, summed.
-routing() { # $1 replicas
-  local i
-  for i in $(seq 0 $(($1 - 1))); do curl -s "http://127.0.0.1:$((PORT + i))/metrics"; done | awk '
-    /^duet_route_decisions_total\{/ { match($0, /decision="[^"]+"/); d[substr($0, RSTART + 10, RLENGTH - 11)] += $NF }
-    /^duet_router_affinity_breaks_total\{/ { match($0, /reason="[^"]+"/); b[substr($0, RSTART + 8, RLENGTH - 9)] += $NF }
-    /^duet_router_store_fallbacks_total/ { f += $NF }
-    END { printf "decisions"; for (k in d) printf " %s=%d", k, d[k]
-          printf "; breaks"; for (k in b) printf " %s=%d", k, b[k]
-          printf "; store fallbacks %d", f }'
 }
 
 DIRS=()
@@ -170,7 +152,7 @@ for run in $(seq 1 "$RUNS"); do
     ./bin/duet bench -m "$MODEL" "${targets[@]}" --url-strategy turn_round_robin "${WORKLOAD[@]}" --label "$setup" \
       --artifact-dir "$dir" --no-progress >"$WORK/bench-$setup-$run.txt"
     requests=$(wc -l <"$dir/profile_export.jsonl")
-    note="$setup run $run: ctx prefill imbalance $(imbalance); $(routing "$n")"
+    note="$setup run $run: ctx prefill imbalance $(ctx_imbalance "$CTX_BASE" "$NCTX"); $(route_summary "$PORT" "$n")"
     [ "$state" = redis ] && note+="; store: $(store_cost "$n" "$requests")"
     NOTES+=("$note")
     echo "$note" >&2

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Compares routing policies on one multi-turn workload: for each policy and each repeat, starts a fresh
 # `duet serve` over simulated workers, runs `duet bench` against it, stops it; then prints
-# `duet bench compare --markdown` of all runs (repeats of a policy merged into medians).
+# `duet bench compare --markdown` of all runs (repeats of a policy merged into medians) and, per run, the
+# ctx prefill imbalance (max/mean of the tokens each ctx sim prefilled) and the routing decisions.
 #
 # usage: scripts/bench-routing.sh [runs=3] [policies="round-robin least-load conversation"]
 # env:   OUT (artifact root, default artifacts/routing), TIME_SCALE (sim time scale, default 1),
@@ -28,6 +29,8 @@ SUFFIX=${SUFFIX:-}
 MODEL=meta-llama/Llama-3.1-8B-Instruct
 # shellcheck source=scripts/routing-workload.sh
 source scripts/routing-workload.sh
+# shellcheck source=scripts/fleet-metrics.sh
+source scripts/fleet-metrics.sh
 read -r -a WORKLOAD <<<"$(echo ${BENCH_ARGS:-$ROUTING_WORKLOAD})"
 
 make -s build
@@ -60,6 +63,7 @@ YAML
 }
 
 DIRS=()
+NOTES=()
 for run in $(seq 1 "$RUNS"); do
   for policy in $POLICIES; do
     serve_config "$policy"
@@ -72,8 +76,11 @@ for run in $(seq 1 "$RUNS"); do
     ./bin/duet bench -m "$MODEL" --url "127.0.0.1:$PORT" "${WORKLOAD[@]}" --label "$policy$SUFFIX" \
       --artifact-dir "$dir" --no-progress >"$WORK/bench-$policy-$run.txt"
     DIRS+=("$dir")
+    NOTES+=("$policy$SUFFIX run $run: ctx prefill imbalance $(ctx_imbalance $((PORT + 10)) "$NCTX"); $(route_summary "$PORT" 1)")
+    echo "${NOTES[-1]}" >&2
     kill "$SERVE_PID"; wait "$SERVE_PID" 2>/dev/null || true; SERVE_PID=
   done
 done
 echo "workload: duet bench ${WORKLOAD[*]}; fleet: $NCTX ctx + $NGEN gen sims, --time-scale $TIME_SCALE, ctx KV $CTX_KV_BLOCKS blocks; orchestrator: {$ORCH}; queue: $QUEUE"
 ./bin/duet bench compare --markdown "${DIRS[@]}"
+printf '%s\n' "${NOTES[@]}"

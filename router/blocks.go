@@ -6,7 +6,9 @@ package router
 // common system prompt, a shared document. That depth is where the
 // session's own content starts (session.forkDepth), and a continuation
 // whose prompt leaves out the end of the session's previous prompt must
-// still reach beyond it (see prefixIndex).
+// still reach beyond it (see prefixIndex). The session that last went
+// through the deepest shared block is the one a new session may branch
+// off (see Conversation.branch).
 //
 // It is a fixed array of slots addressed by block hash, each holding one
 // hash and one session: a newer block overwrites an older one in its slot,

@@ -24,7 +24,8 @@ const (
 )
 
 // Conversation pins each conversation to a (ctx, gen) pair, places new
-// conversations on the least-loaded workers by token-weighted load,
+// conversations on the least-loaded workers by token-weighted load (or,
+// when one branches off a known session's own content, on its pair),
 // recognises continuations without an id by prefix (and starts a new id
 // that continues a known session on that session's pair), re-picks only a leg
 // that became unavailable, and spills away from overloaded pinned workers.

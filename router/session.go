@@ -70,8 +70,9 @@ const (
 	reasonTurnover    = "turnover"    // the ctx worker computed more than a cache's worth since the session's last turn
 )
 
-// sessionTable is an LRU of sessions bounded by max, with an idle TTL and a
-// reverse index worker → sessions. Not goroutine-safe.
+// sessionTable is an LRU of sessions bounded by max, with an idle TTL, an
+// index by session id (the block table names sessions by id) and a reverse
+// index worker → sessions. Not goroutine-safe.
 type sessionTable struct {
 	max      int
 	ttl      time.Duration

@@ -85,7 +85,7 @@ func newMetrics(reg prometheus.Registerer, r *router.Router, up *upstream) (*met
 		bytes: prometheus.NewCounter(prometheus.CounterOpts{Name: "duet_relayed_bytes_total",
 			Help: "Bytes of SSE event data relayed to clients."}),
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "duet_route_decisions_total",
-			Help: "Routing decisions: sticky, implicit, new, repin, spill:<reason>, hash, fallback, or the policy name."}, []string{"decision"}),
+			Help: "Routing decisions: sticky, implicit, fork, branch, new, repin, spill:<reason>, hash, fallback, or the policy name."}, []string{"decision"}),
 		cacheError: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "duet_router_cached_tokens_error",
 			Help:    "Per sticky turn: prompt tokens the router expected the ctx worker to hold minus the cached tokens it reported.",
 			Buckets: []float64{-4096, -512, -64, 0, 64, 512, 4096, 32768}}),

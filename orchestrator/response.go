@@ -28,8 +28,8 @@ var shapeSuffix = [...]string{ShapeDisaggregated: "", ShapeLocal: "+local", Shap
 // Route says which workers served a request and how, for headers and logs.
 type Route struct {
 	Ctx, Gen string
-	// Decision is the router's: sticky, implicit, new, repin,
-	// spill:<reason>, hash, fallback, or the policy's name.
+	// Decision is the router's: sticky, implicit, fork, branch, new,
+	// repin, spill:<reason>, hash, fallback, or the policy's name.
 	Decision string
 	Shape    Shape
 	// MintedSession is the session id duet made up for a request that had

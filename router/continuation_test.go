@@ -301,3 +301,47 @@ func TestSpillWeighsThePrefixTheWorkerMayHaveEvicted(t *testing.T) {
 		})
 	}
 }
+
+// Every later branch off the same document starts where it is cached, not
+// only the first: a branch shares with the session it started from only
+// that session's common prefix.
+func TestBranchesOfBranchesStayWithTheDocument(t *testing.T) {
+	r, _ := convRouter(t, fleet(3, 3), nil)
+	system, doc := tokens(10_000, 40), tokens(20_000, 40)
+	route(t, r, req("", cat(system, tokens(2000, 9))))
+	a := route(t, r, req("", cat(system, doc, tokens(3000, 12))))
+	for i := 1; i <= 3; i++ {
+		b := route(t, r, req("", cat(system, doc, tokens(3000+1000*i, 12))))
+		require.Equal(t, DecisionBranch, b.Decision, "question %d", i)
+		require.Equal(t, legs(a), legs(b))
+		require.Equal(t, 80, b.CtxCached)
+	}
+}
+
+// A branch goes only to a ctx worker expected to hold the shared part, and
+// takes the gen worker along only when it is available.
+func TestBranchNeedsTheSharedPartCachedAndAnAvailableGen(t *testing.T) {
+	system, doc := tokens(10_000, 40), tokens(20_000, 40)
+	t.Run("parent still prefilling", func(t *testing.T) {
+		r, _ := convRouter(t, fleet(3, 3), nil)
+		route(t, r, req("", cat(system, tokens(2000, 9))))
+		running, err := r.Route(req("a", cat(system, doc, tokens(3000, 12)))) // not done: nothing cached yet
+		require.NoError(t, err)
+		running.Release() // no backlog either: only the missing cache keeps the branch away
+		defer running.Done(Outcome{ReportedCached: -1})
+		require.Equal(t, DecisionNew, route(t, r, req("", cat(system, doc[:30], tokens(4000, 20)))).Decision)
+	})
+	t.Run("gen excluded", func(t *testing.T) {
+		r, _ := convRouter(t, fleet(3, 3), nil)
+		route(t, r, req("", cat(system, tokens(2000, 9))))
+		a := route(t, r, req("a", cat(system, doc, tokens(3000, 12))))
+		rq := req("", cat(system, doc[:30], tokens(4000, 20)))
+		rq.ExcludeGen = map[string]bool{a.Gen.Endpoint().ID: true}
+		b := route(t, r, rq)
+		require.Equal(t, DecisionBranch, b.Decision)
+		require.Equal(t, a.Ctx.Endpoint(), b.Ctx.Endpoint())
+		require.NotEqual(t, a.Gen.Endpoint(), b.Gen.Endpoint())
+		require.Zero(t, b.GenCached)
+		require.Zero(t, breakCount(r, reasonUnavailable), "a gen worker a branch never had is no broken affinity")
+	})
+}

@@ -80,7 +80,7 @@ func (c *Conversation) pick(req *Request, ctxCands, genCands []*Endpoint) choice
 	} else {
 		turnedOver = c.forgetTurnedOver(s)
 		if ch.decision == DecisionNew {
-			c.branch(s, &ch, req, ctxCands)
+			c.branch(s, &ch, req, ctxCands, genCands)
 		}
 	}
 	c.placeLegs(s, &ch, req, ctxCands, genCands, turnedOver)
@@ -153,6 +153,7 @@ func (c *Conversation) lookup(req *Request, found []SessionRecord, answered bool
 func (c *Conversation) newSession(key string, hashes []uint64, now time.Time) *session {
 	s := c.table.add(key, now)
 	s.forkDepth = c.blocks.sharedDepth(hashes, s.id)
+	s.commonDepth = s.forkDepth
 	return s
 }
 
@@ -164,40 +165,45 @@ func (c *Conversation) fork(key string, from *session, shared int, now time.Time
 	s := c.table.add(key, now)
 	c.table.pin(s, from.ctx, from.gen)
 	s.ctxHeld, s.genHeld = heldOf(from, shared)
-	s.ctxMark, s.forkDepth = from.ctxMark, from.forkDepth
+	s.ctxMark, s.forkDepth, s.commonDepth = from.ctxMark, from.forkDepth, from.commonDepth
 	return s
 }
 
 // branch starts a new session on the pair of the session whose own content
 // its first prompt shares (a branch of that conversation: an edited or
 // regenerated turn, another question over the same document), when the
-// tokens that ctx worker still holds outweigh the backlog it has beyond
-// the least-loaded one, by the rule a sticky turn spills by (see
-// prefillBacklogged). What the earlier session itself shared with older
-// ones (a common system prompt) does not count: every worker that served
-// such a prompt holds it. Nor does a prefix within hash_skip_count blocks,
-// nor one shared with a session whose first prompt shared nothing (the
-// first conversation seen with a system prompt: nothing tells that prompt
-// from its own first message).
-func (c *Conversation) branch(s *session, ch *choice, req *Request, ctxCands []*Endpoint) {
+// tokens that ctx worker is expected to hold still outweigh the backlog it
+// has beyond the least-loaded one, by the rule a sticky turn spills by
+// (see prefillBacklogged). What that session shares with prompts beyond
+// its own conversation (a common system prompt: its commonDepth) does not
+// count: every worker that served such a prompt holds it. Nor does a
+// prefix within hash_skip_count blocks, nor one shared with a session
+// whose first prompt shared nothing (the first conversation seen with a
+// system prompt: nothing tells that prompt from its own first message).
+// The gen leg goes to that session's gen worker too when it is available.
+func (c *Conversation) branch(s *session, ch *choice, req *Request, ctxCands, genCands []*Endpoint) {
 	from := c.table.byID[c.blocks.writer(req.Hashes, s.forkDepth)]
-	if from == nil || from.forkDepth == 0 || s.forkDepth <= max(from.forkDepth, c.cfg.HashSkipCount) ||
+	if from == nil || from.commonDepth == 0 || s.forkDepth <= max(from.commonDepth, c.cfg.HashSkipCount) ||
 		from.ctx == "" || c.cacheTurnedOver(from) {
 		return
 	}
 	ep := find(ctxCands, from.ctx)
-	if ep == nil {
-		return
-	}
 	ctxHeld, genHeld := heldOf(from, s.forkDepth*c.cfg.TokensPerBlock)
-	prompt := int64(len(req.Tokens))
-	uncached := prompt - c.expectedHeld(from, min(ctxHeld, len(req.Tokens)))
-	if others := otherThan(ctxCands, ep); len(others) > 0 &&
-		c.prefillBacklogged(ep, leastLoaded(others, c.ctxTurn.Load()), uncached, prompt) {
+	expected := c.expectedHeld(from, min(ctxHeld, len(req.Tokens)))
+	if ep == nil || expected == 0 {
 		return
 	}
-	c.table.pin(s, from.ctx, from.gen)
-	s.ctxHeld, s.genHeld, s.ctxMark = ctxHeld, genHeld, from.ctxMark
+	prompt := int64(len(req.Tokens))
+	if others := otherThan(ctxCands, ep); len(others) > 0 &&
+		c.prefillBacklogged(ep, leastLoaded(others, c.ctxTurn.Load()), prompt-expected, prompt) {
+		return
+	}
+	gen := from.gen
+	if find(otherThan(genCands, ep), gen) == nil {
+		gen, genHeld = "", 0
+	}
+	c.table.pin(s, from.ctx, gen)
+	s.ctxHeld, s.genHeld, s.ctxMark, s.commonDepth = ctxHeld, genHeld, from.ctxMark, from.commonDepth
 	ch.decision = DecisionBranch
 }
 

@@ -207,7 +207,7 @@ func TestConversationSharedSystemPromptDoesNotMatch(t *testing.T) {
 	x := route(t, r, req("x", same))
 	y := route(t, r, req("y", same))
 	d := route(t, r, req("", append(append([]int{}, same...), tokens(6000, 20)...)))
-	require.Equal(t, DecisionBranch, d.Decision, "an exact prefix shared by several sessions is ambiguous")
+	require.Equal(t, DecisionBranch, d.Decision, "an exact prefix shared by several sessions continues neither")
 	require.NotContains(t, []string{x.Session, y.Session}, d.Session)
 	require.Equal(t, legs(y), legs(d), "placed where that prefix is cached")
 }

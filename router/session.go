@@ -26,6 +26,11 @@ type session struct {
 	// other sessions' prompts had gone through (a common system prompt):
 	// the session's own content starts after them.
 	forkDepth int
+	// commonDepth is how much of that the session shares with prompts
+	// beyond its own conversation: its forkDepth, or for a branch (or a
+	// fork) the commonDepth of the session it started from, whose content
+	// it shares.
+	commonDepth int
 	// anchor holds the chained hashes of the previous prompt's blocks from
 	// the shallowest one a continuation must reach (depth anchorDepth) to
 	// its last full block; empty when no continuation can leave anything

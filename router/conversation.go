@@ -163,10 +163,21 @@ func (c *Conversation) newSession(key string, hashes []uint64, now time.Time) *s
 // content starting where from's did. from keeps its own state.
 func (c *Conversation) fork(key string, from *session, shared int, now time.Time) *session {
 	s := c.table.add(key, now)
-	c.table.pin(s, from.ctx, from.gen)
-	s.ctxHeld, s.genHeld = heldOf(from, shared)
-	s.ctxMark, s.forkDepth, s.commonDepth = from.ctxMark, from.forkDepth, from.commonDepth
+	c.startFrom(s, from, shared, from.gen)
+	s.forkDepth = from.forkDepth
 	return s
+}
+
+// startFrom pins the new session s to from's ctx worker and to gen (from's
+// gen worker, or "" to place that leg by load), holding what those workers
+// hold of the shared tokens, with from's cache mark and common depth.
+func (c *Conversation) startFrom(s, from *session, shared int, gen string) {
+	c.table.pin(s, from.ctx, gen)
+	s.ctxHeld, s.genHeld = heldOf(from, shared)
+	if gen != from.gen {
+		s.genHeld = 0
+	}
+	s.ctxMark, s.commonDepth = from.ctxMark, from.commonDepth
 }
 
 // branch starts a new session on the pair of the session whose own content
@@ -182,13 +193,13 @@ func (c *Conversation) fork(key string, from *session, shared int, now time.Time
 // system prompt: nothing tells that prompt from its own first message).
 // The gen leg goes to that session's gen worker too when it is available.
 func (c *Conversation) branch(s *session, ch *choice, req *Request, ctxCands, genCands []*Endpoint) {
-	from := c.table.byID[c.blocks.writer(req.Hashes, s.forkDepth)]
-	if from == nil || from.commonDepth == 0 || s.forkDepth <= max(from.commonDepth, c.cfg.HashSkipCount) ||
-		from.ctx == "" || c.cacheTurnedOver(from) {
+	from := c.branchParent(s, req.Hashes)
+	if from == nil {
 		return
 	}
 	ep := find(ctxCands, from.ctx)
-	ctxHeld, genHeld := heldOf(from, s.forkDepth*c.cfg.TokensPerBlock)
+	shared := s.forkDepth * c.cfg.TokensPerBlock
+	ctxHeld, _ := heldOf(from, shared)
 	expected := c.expectedHeld(from, min(ctxHeld, len(req.Tokens)))
 	if ep == nil || expected == 0 {
 		return
@@ -200,11 +211,22 @@ func (c *Conversation) branch(s *session, ch *choice, req *Request, ctxCands, ge
 	}
 	gen := from.gen
 	if find(otherThan(genCands, ep), gen) == nil {
-		gen, genHeld = "", 0
+		gen = ""
 	}
-	c.table.pin(s, from.ctx, gen)
-	s.ctxHeld, s.genHeld, s.ctxMark, s.commonDepth = ctxHeld, genHeld, from.ctxMark, from.commonDepth
+	c.startFrom(s, from, shared, gen)
 	ch.decision = DecisionBranch
+}
+
+// branchParent returns the live session whose own content the new session
+// s's first prompt (with these block hashes) shares, nil when there is
+// none to branch off (see branch).
+func (c *Conversation) branchParent(s *session, hashes []uint64) *session {
+	from := c.table.byID[c.blocks.writer(hashes, s.forkDepth)]
+	if from == nil || from.commonDepth == 0 || s.forkDepth <= max(from.commonDepth, c.cfg.HashSkipCount) ||
+		from.ctx == "" || c.cacheTurnedOver(from) {
+		return nil
+	}
+	return from
 }
 
 // heldOf is what s's workers hold of a prompt that shares shared tokens

@@ -274,25 +274,35 @@ func TestBlockTableWriter(t *testing.T) {
 }
 
 // A sticky turn weighs how much of its prefix its ctx worker is expected to
-// hold still: the tokens the worker computed since evict a growing share.
+// hold still: LRU keeps it until the tokens computed since fill what the KV
+// of the requests in flight there leaves free.
 func TestSpillWeighsThePrefixTheWorkerMayHaveEvicted(t *testing.T) {
 	for _, tc := range []struct {
-		computedSince int
-		spill         bool
+		name                    string
+		computedSince, inFlight int
+		spill                   bool
 	}{
-		{0, false}, // 60 + 4 uncached <= 44 + 40 recomputed
-		{50, true}, // half a cache since: 20 of the 40 tokens expected; 60 + 24 > 44 + 20
+		{"nothing since", 0, 0, false},            // 60 + 4 uncached <= 44 + 40 recomputed
+		{"half a cache since", 50, 0, false},      // 50 more fit beside a's 40: all 40 held still
+		{"and 30 tokens in flight", 50, 30, true}, // (100-50)/80 of 40: 24 held; 60 + 20 > 44 + 24
 	} {
-		t.Run(fmt.Sprint(tc.computedSince), func(t *testing.T) {
+		t.Run(tc.name, func(t *testing.T) {
 			p := fleet(2, 2)
 			r, _ := convRouter(t, p, func(c *Config) { c.KVBlocksPerWorker = 25 }) // 100 tokens
-			a := route(t, r, req("a", tokens(0, 40)))
-			home := a.Ctx.Endpoint()
-			if tc.computedSince > 0 {
-				hog := otherThan(p.Available(disagg.RoleContext), home)[0].Acquire(1_000_000)
-				require.Equal(t, home, route(t, r, req("b", tokens(5000, tc.computedSince))).Ctx.Endpoint())
-				hog.Release()
+			home := route(t, r, req("a", tokens(0, 40))).Ctx.Endpoint()
+			busy := otherThan(p.Available(disagg.RoleContext), home)[0].Acquire(1_000_000)
+			if tc.inFlight > 0 { // its context phase over, its KV not yet pulled
+				c, err := r.Route(req("c", tokens(9000, tc.inFlight)))
+				require.NoError(t, err)
+				require.Equal(t, home, c.Ctx.Endpoint())
+				c.Ctx.Release()
+				defer c.Done(Outcome{ReportedCached: -1})
+				defer c.Release()
 			}
+			if tc.computedSince > 0 {
+				require.Equal(t, home, route(t, r, req("b", tokens(5000, tc.computedSince))).Ctx.Endpoint())
+			}
+			busy.Release()
 			hog := home.Acquire(60)
 			next := route(t, r, req("a", tokens(0, 44)))
 			hog.Release()
@@ -300,6 +310,37 @@ func TestSpillWeighsThePrefixTheWorkerMayHaveEvicted(t *testing.T) {
 			require.Equal(t, tc.spill, next.Ctx.Endpoint() != home)
 		})
 	}
+}
+
+// A sticky turn charges its ctx worker the tokens it is expected to compute
+// there: the prompt less what the worker is expected to hold still. It
+// still reports all the worker held.
+func TestStickyTurnChargesWhatTheWorkerIsExpectedToCompute(t *testing.T) {
+	p := fleet(2, 2)
+	r, _ := convRouter(t, p, func(c *Config) { c.KVBlocksPerWorker = 25 }) // 100 tokens
+	home := route(t, r, req("a", tokens(0, 40))).Ctx.Endpoint()
+	busy := otherThan(p.Available(disagg.RoleContext), home)[0].Acquire(1_000_000)
+	defer busy.Release()
+	c, err := r.Route(req("c", tokens(9000, 30)))
+	require.NoError(t, err)
+	c.Ctx.Release()
+	require.Equal(t, home, route(t, r, req("b", tokens(5000, 50))).Ctx.Endpoint())
+
+	next, err := r.Route(req("a", tokens(0, 44)))
+	require.NoError(t, err)
+	require.Equal(t, DecisionSticky, next.Decision)
+	require.Equal(t, 40, next.CtxCached)
+	require.Equal(t, int64(44-24), next.Ctx.Tokens(), "24 of the 40 tokens expected held still")
+	next.Release()
+	next.Done(Outcome{CtxRan: true, ReportedCached: 40})
+	c.Release()
+	c.Done(Outcome{ReportedCached: -1})
+
+	again, err := r.Route(req("a", tokens(0, 48)))
+	require.NoError(t, err)
+	require.Equal(t, int64(48-44), again.Ctx.Tokens(), "nothing computed since its last turn, nothing in flight")
+	again.Release()
+	again.Done(Outcome{CtxRan: true, ReportedCached: 44})
 }
 
 // Every later branch off the same document starts where it is cached, not

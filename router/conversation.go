@@ -43,15 +43,14 @@ type Conversation struct {
 	// legs do not step each other's rotation.
 	ctxTurn, genTurn atomic.Uint64
 
-	// mu guards table, index, blocks and computed (and every session in
+	// mu guards table, index, blocks and caches (and every session in
 	// them).
 	mu     sync.Mutex
 	table  *sessionTable
 	index  *prefixIndex
 	blocks *blockTable
-	// computed counts, per ctx worker ID, the prompt tokens the worker
-	// computed (and so wrote to its cache) for this replica's requests.
-	computed map[string]int64
+	// caches models each ctx worker's KV cache, by worker ID.
+	caches ctxCaches
 }
 
 var _ picker = (*Conversation)(nil)
@@ -59,7 +58,7 @@ var _ picker = (*Conversation)(nil)
 func newConversation(cfg Config, now func() time.Time, stats *Stats, pool *Pool) *Conversation {
 	c := &Conversation{cfg: cfg, now: now, stats: stats, pool: pool,
 		index:  newPrefixIndex(cfg.TokensPerBlock, cfg.HashSkipCount, cfg.ContinuationSlackBlocks),
-		blocks: newBlockTable(blockTableSlots(cfg.MaxSessions)), computed: map[string]int64{}}
+		blocks: newBlockTable(blockTableSlots(cfg.MaxSessions)), caches: ctxCaches{}}
 	c.table = newSessionTable(cfg.MaxSessions, cfg.SessionTTL, func(s *session, reason string) {
 		c.index.forget(s)
 		stats.addBreak(reason)
@@ -84,6 +83,7 @@ func (c *Conversation) pick(req *Request, ctxCands, genCands []*Endpoint) choice
 		}
 	}
 	c.placeLegs(s, &ch, req, ctxCands, genCands, turnedOver)
+	c.caches.routed(ch.ctx.ID, len(req.Tokens))
 	c.table.touch(s, now)
 	s.inflight++
 	c.index.record(s, req.Tokens, req.Hashes)
@@ -276,7 +276,7 @@ func (c *Conversation) adopt(rec *SessionRecord, now time.Time) *session {
 	s.ctxHeld, s.genHeld = rec.CtxHeld, rec.GenHeld
 	// The store does not say when the turn ran; counted from now, the ctx
 	// worker's turnover is measured on this replica's traffic alone.
-	s.ctxMark = c.computed[ctx]
+	s.ctxMark = c.caches.clock(ctx)
 	s.ctxLost, s.genLost = ctx == "" && rec.Ctx != "", gen == "" && rec.Gen != ""
 	c.index.put(s, rec.End, rec.EndDepth, rec.TailLen, rec.TailHash)
 	return s
@@ -358,6 +358,7 @@ func (c *Conversation) placeLegs(s *session, ch *choice, req *Request, ctxCands,
 	ch.decision = combine(ch.decision, ctxWhy, genWhy)
 	if s.ctx != "" && ctxWhy == "" {
 		ch.ctxCached = fullBlocks(min(s.ctxHeld, promptLen), c.cfg.TokensPerBlock)
+		ch.ctxStill = fullBlocks(int(c.expectedHeld(s, ch.ctxCached)), c.cfg.TokensPerBlock)
 	}
 	if s.gen != "" && genWhy == "" {
 		ch.genCached = fullBlocks(min(s.genHeld, promptLen), c.cfg.TokensPerBlock)
@@ -392,20 +393,19 @@ func (c *Conversation) forgetTurnedOver(s *session) string {
 // cache's worth of tokens since it prefilled s's last turn.
 func (c *Conversation) cacheTurnedOver(s *session) bool {
 	capacity := int64(c.cfg.KVBlocksPerWorker) * int64(c.cfg.TokensPerBlock)
-	return s.ctx != "" && s.ctxHeld > 0 && c.computed[s.ctx]-s.ctxMark > capacity
+	return s.ctx != "" && s.ctxHeld > 0 && c.caches.clock(s.ctx)-s.ctxMark > capacity
 }
 
 // expectedHeld is how many of held tokens, which s's ctx worker held after
-// s's last turn there, it is expected to hold still: the tokens it has
-// computed since evict a growing share of them, all at a cache's worth
-// (where turnover places the leg afresh). Spill decisions weigh this, so a
-// session whose worker has churned through most of its cache does not wait
-// behind that worker's backlog for a prefix it has likely lost. The
-// session still reports (and the metrics compare) all it held.
+// s's last turn there, it is expected to hold still (ctxCaches.survival).
+// Spill decisions and the ctx lease weigh this, so a session whose worker
+// has churned through most of its cache neither waits behind that worker's
+// backlog for a prefix it has likely lost nor hides the full prefill it
+// will likely cost there. The session still reports (and the metrics
+// compare) all it held.
 func (c *Conversation) expectedHeld(s *session, held int) int64 {
-	capacity := float64(c.cfg.KVBlocksPerWorker) * float64(c.cfg.TokensPerBlock)
-	since := min(max(float64(c.computed[s.ctx]-s.ctxMark), 0), capacity)
-	return int64(held) - int64(float64(held)*since/capacity)
+	capacity := int64(c.cfg.KVBlocksPerWorker) * int64(c.cfg.TokensPerBlock)
+	return int64(float64(held) * c.caches.survival(s.ctx, s.ctxMark, capacity))
 }
 
 // lostLeg turns a leg placed afresh because its worker was removed into a
@@ -502,13 +502,15 @@ func (c *Conversation) occupied(ep *Endpoint, others []*Endpoint) bool {
 func (c *Conversation) done(key, ctxID, genID string, promptTokens, expectedCached int, o Outcome) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	computed := 0
 	if o.CtxRan {
 		cached := o.ReportedCached
 		if cached <= 0 { // none reported (or none cached): what the router expected there
 			cached = expectedCached
 		}
-		c.computed[ctxID] += int64(max(promptTokens-cached, 0))
+		computed = max(promptTokens-cached, 0)
 	}
+	c.caches.finished(ctxID, promptTokens, computed)
 	s := c.table.byKey[key]
 	if s == nil {
 		return
@@ -516,7 +518,7 @@ func (c *Conversation) done(key, ctxID, genID string, promptTokens, expectedCach
 	s.inflight = max(s.inflight-1, 0)
 	c.table.touch(s, c.now())
 	if o.CtxRan && s.ctx == ctxID {
-		s.ctxHeld, s.ctxMark = promptTokens, c.computed[ctxID]
+		s.ctxHeld, s.ctxMark = promptTokens, c.caches.clock(ctxID)
 	}
 	if o.GenRan && s.gen == genID {
 		s.genHeld = int(SaturatingAdd(promptTokens, o.OutputTokens)) // a worker's count is not trusted
@@ -533,11 +535,7 @@ func (c *Conversation) workersChanged(present map[string]bool) {
 			c.stats.addBreakN(reasonWorkerGone, c.table.workerGone(w))
 		}
 	}
-	for w := range c.computed {
-		if !present[w] {
-			delete(c.computed, w)
-		}
-	}
+	c.caches.keep(present)
 }
 
 // sessionsPerWorker counts pinned sessions by worker ID.

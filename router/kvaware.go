@@ -32,7 +32,8 @@ func (k *KVAware) pick(req *Request, ctxCands, genCands []*Endpoint) choice {
 	defer k.mu.Unlock()
 	ctx, ctxCached := k.best(req.Hashes, ctxCands)
 	gen, genCached := k.best(req.Hashes, otherThan(genCands, ctx))
-	ch := choice{ctx: ctx, gen: gen, decision: PolicyKVAware, session: req.SessionKey, ctxCached: ctxCached, genCached: genCached}
+	ch := choice{ctx: ctx, gen: gen, decision: PolicyKVAware, session: req.SessionKey,
+		ctxCached: ctxCached, ctxStill: ctxCached, genCached: genCached}
 	return ch.charge(req)
 }
 

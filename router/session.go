@@ -39,8 +39,8 @@ type session struct {
 	anchorDepth int
 
 	ctxHeld int // tokens the ctx worker prefilled for this session last turn
-	// ctxMark is the ctx worker's computed tokens (Conversation.computed)
-	// when it prefilled them.
+	// ctxMark is the ctx worker's cache clock (ctxCaches.clock) when it
+	// prefilled them.
 	ctxMark int64
 	genHeld int // tokens the gen worker held at the end of last turn
 

@@ -284,7 +284,7 @@ func TestSpillWeighsThePrefixTheWorkerMayHaveEvicted(t *testing.T) {
 	}{
 		{"nothing since", 0, 0, false},            // 60 + 4 uncached <= 44 + 40 recomputed
 		{"half a cache since", 50, 0, false},      // 50 more fit beside a's 40: all 40 held still
-		{"and 30 tokens in flight", 50, 30, true}, // (100-50)/80 of 40: 24 held; 60 + 20 > 44 + 24
+		{"and 30 tokens in flight", 50, 30, true}, // (100-50)/80 of 40, in full blocks: 24; 60 + 20 > 44 + 24
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := fleet(2, 2)
@@ -338,7 +338,7 @@ func TestStickyTurnChargesWhatTheWorkerIsExpectedToCompute(t *testing.T) {
 
 	again, err := r.Route(req("a", tokens(0, 48)))
 	require.NoError(t, err)
-	require.Equal(t, int64(48-44), again.Ctx.Tokens(), "nothing computed since its last turn, nothing in flight")
+	require.Equal(t, int64(48-44), again.Ctx.Tokens(), "nothing computed since its last turn")
 	again.Release()
 	again.Done(Outcome{CtxRan: true, ReportedCached: 44})
 }

@@ -341,7 +341,9 @@ func (c *Conversation) identityOf(id string) string {
 // there again, it is the sticky turn it was.
 func (c *Conversation) placeLegs(s *session, ch *choice, req *Request, ctxCands, genCands []*Endpoint, turnedOver string) {
 	promptLen := len(req.Tokens)
-	uncached := int64(promptLen) - c.expectedHeld(s, min(s.ctxHeld, promptLen))
+	held := fullBlocks(min(s.ctxHeld, promptLen), c.cfg.TokensPerBlock)
+	stillHeld := fullBlocks(int(c.expectedHeld(s, held)), c.cfg.TokensPerBlock)
+	uncached := int64(promptLen - stillHeld)
 	ctx, ctxWhy := c.leg(s.ctx, ctxCands, req.ExcludeCtx, "ctx", &c.ctxTurn, func(pinned, alt *Endpoint) bool {
 		return c.prefillBacklogged(pinned, alt, uncached, int64(promptLen))
 	})
@@ -357,8 +359,7 @@ func (c *Conversation) placeLegs(s *session, ch *choice, req *Request, ctxCands,
 	ch.ctx, ch.gen = ctx, gen
 	ch.decision = combine(ch.decision, ctxWhy, genWhy)
 	if s.ctx != "" && ctxWhy == "" {
-		ch.ctxCached = fullBlocks(min(s.ctxHeld, promptLen), c.cfg.TokensPerBlock)
-		ch.ctxStill = fullBlocks(int(c.expectedHeld(s, ch.ctxCached)), c.cfg.TokensPerBlock)
+		ch.ctxCached, ch.ctxExpectedHeld = held, stillHeld
 	}
 	if s.gen != "" && genWhy == "" {
 		ch.genCached = fullBlocks(min(s.genHeld, promptLen), c.cfg.TokensPerBlock)
@@ -497,8 +498,9 @@ func (c *Conversation) occupied(ep *Endpoint, others []*Endpoint) bool {
 // ran on the pinned worker (not a spill target, not a skipped phase) puts
 // the prompt there. The ctx worker's computed tokens grow by the prompt
 // tokens it did not report cached (by those the router did not expect it
-// to hold, when it reported none: not every engine reports cached tokens).
-// The session's idle time starts now.
+// to hold, when it reported none: not every engine reports cached tokens),
+// and the request's KV is no longer in flight there. The session's idle
+// time starts now.
 func (c *Conversation) done(key, ctxID, genID string, promptTokens, expectedCached int, o Outcome) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

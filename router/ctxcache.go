@@ -14,21 +14,22 @@ type ctxCache struct {
 	// to its cache: the cache's clock (a session's ctxMark is a reading).
 	computed int64
 	// inFlight counts the prompt tokens of the requests routed there and
-	// not yet done: the KV they pin (a context phase's KV stays until the
-	// gen worker pulls it; counted until the request ends).
+	// not yet done: the KV they pin. A context phase's KV stays until the
+	// gen worker pulls it; the router does not see that moment and counts
+	// it until the request ends, which overstates it by the decode time.
 	inFlight int64
-	// peak is inFlight's recent peak, fading by 1/kvPeakFade with each
-	// request routed there: what a session away for a while has to
-	// reckon with, rather than the pinned KV at this instant.
+	// peak is inFlight's recent peak, fading by 1/kvPeakFade (at least a
+	// token) with each request routed there: what a session away for a
+	// while has to reckon with, rather than the pinned KV at this instant.
 	peak int64
 }
 
 // kvPeakFade sets how fast the in-flight peak fades: by 1/128 per request
 // routed to the worker, so it spans about the last hundred requests there.
 // Measured on the routing benchmark's workload with 32k-token ctx caches,
-// replayed over 32 seeds (turn >= 1 TTFT p50 / p99): 1/64 gave 47.0 / 537.5
-// ms, 1/128 47.0 / 516.4, 1/256 50.1 / 512.2; the Mooncake windows' hit
-// ratio did not move.
+// replayed over seeds 1-32 (medians of turn >= 1 TTFT p50 / p99, on the
+// experiment's build): 1/64 gave 47.0 / 537.5 ms, 1/128 47.0 / 516.4, 1/256
+// 50.1 / 512.2; the Mooncake windows' median hit ratio did not move.
 const kvPeakFade = 128
 
 // of returns id's model, adding it on first use.
@@ -53,18 +54,18 @@ func (m ctxCaches) clock(id string) int64 {
 func (m ctxCaches) routed(id string, promptTokens int) {
 	w := m.of(id)
 	w.inFlight += int64(promptTokens)
-	w.peak = max(w.peak-w.peak/kvPeakFade, w.inFlight)
+	w.peak = max(w.peak-(w.peak+kvPeakFade-1)/kvPeakFade, w.inFlight)
 }
 
-// finished books the end of a request routed to worker id with
-// promptTokens, which computed computed tokens there (0 when its context
-// phase did not run there).
+// finished books the end of a request that routed was told of, which
+// computed computed tokens on worker id (0 when its context phase did not
+// run there).
 func (m ctxCaches) finished(id string, promptTokens, computed int) {
 	w := m[id]
-	if w == nil { // the worker was removed meanwhile
+	if w == nil { // never booked: a bug elsewhere, not worth a panic
 		return
 	}
-	w.inFlight = max(w.inFlight-int64(promptTokens), 0)
+	w.inFlight -= int64(promptTokens)
 	w.computed += int64(computed)
 }
 
@@ -85,10 +86,13 @@ func (m ctxCaches) survival(id string, mark, capacity int64) float64 {
 	return min(max(float64(capacity-since)/float64(max(w.peak, 1)), 0), 1)
 }
 
-// keep drops the workers not present.
+// keep drops the workers not present once nothing routed to them is in
+// flight (a later keep drops those that still had some): until then their
+// requests' ends are booked where they began, also if a worker comes back
+// under the same ID.
 func (m ctxCaches) keep(present map[string]bool) {
-	for id := range m {
-		if !present[id] {
+	for id, w := range m {
+		if !present[id] && w.inFlight == 0 {
 			delete(m, id)
 		}
 	}

@@ -33,7 +33,7 @@ func (k *KVAware) pick(req *Request, ctxCands, genCands []*Endpoint) choice {
 	ctx, ctxCached := k.best(req.Hashes, ctxCands)
 	gen, genCached := k.best(req.Hashes, otherThan(genCands, ctx))
 	ch := choice{ctx: ctx, gen: gen, decision: PolicyKVAware, session: req.SessionKey,
-		ctxCached: ctxCached, ctxStill: ctxCached, genCached: genCached}
+		ctxCached: ctxCached, ctxExpectedHeld: ctxCached, genCached: genCached}
 	return ch.charge(req)
 }
 

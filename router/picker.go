@@ -18,10 +18,11 @@ type choice struct {
 	// ctxCached and genCached are the prompt tokens the policy expects the
 	// chosen ctx and gen workers to hold already.
 	ctxCached, genCached int
-	// ctxStill is the part of ctxCached the ctx worker is expected to hold
-	// still, when the policy reckons with evictions since (ctxCached
-	// otherwise): the ctx lease charges the prompt less this.
-	ctxStill int
+	// ctxExpectedHeld is the part of ctxCached the ctx worker is expected
+	// to hold still, for a policy that reckons with evictions since (one
+	// that does not sets ctxCached): the ctx lease charges the prompt less
+	// this.
+	ctxExpectedHeld int
 	// ctxLease and genLease charge the chosen workers (see charge).
 	ctxLease, genLease *Lease
 }
@@ -30,7 +31,7 @@ type choice struct {
 // their lock when they have one.
 func (ch *choice) charge(req *Request) choice {
 	prompt := len(req.Tokens)
-	ch.ctxLease = ch.ctx.Acquire(int64(prompt) - int64(ch.ctxStill))
+	ch.ctxLease = ch.ctx.Acquire(int64(prompt) - int64(ch.ctxExpectedHeld))
 	ch.genLease = ch.gen.Acquire(SaturatingAdd(prompt, req.MaxTokens))
 	return *ch
 }

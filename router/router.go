@@ -54,7 +54,10 @@ type Pair struct {
 	Session string
 	Minted  bool
 	// CtxCached and GenCached are the prompt tokens the router expects the
-	// ctx and gen workers to hold already (0 when it has no reason to).
+	// ctx and gen workers to hold already (0 when it has no reason to): for
+	// a sticky turn, all the pinned worker held after the session's last
+	// turn (the ctx lease is charged net of the part the router expects to
+	// have survived since: Pair.Ctx.Tokens()).
 	CtxCached, GenCached int
 
 	promptTokens int
@@ -103,7 +106,8 @@ type Outcome struct {
 // kv-aware's cache estimate (only with the phases that ran: a failed
 // request teaches nothing) and affinity telemetry; call it exactly once per
 // Pair (a conversation's session does not expire while a Pair of it is
-// not Done).
+// not Done, and its ctx worker's cache model counts the request's KV in
+// flight until then).
 func (p *Pair) Done(o Outcome) {
 	if p == nil {
 		return

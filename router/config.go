@@ -57,10 +57,11 @@ type Config struct {
 	LoadWeight float64 `mapstructure:"load_weight" help:"kv-aware: weight of in-flight tokens against cached tokens"`
 	// KVBlocksPerWorker is a worker's KV cache, in blocks of
 	// tokens_per_block (default 14000, the simulator's): kv-aware remembers
-	// that many block hashes per worker, and the conversation policy
-	// presumes a session's prefix evicted from its ctx worker once that
-	// worker has computed that many blocks of other prompts since.
-	KVBlocksPerWorker int `mapstructure:"kv_blocks_per_worker" help:"a worker's KV cache in blocks: kv-aware's memory per worker, conversation's eviction estimate"`
+	// that many block hashes per worker, and the conversation policy's
+	// cache model sizes each ctx worker's cache by it (ctxCaches): a
+	// session's prefix is expected evicted as that worker computes other
+	// prompts, all of it once that many blocks were computed since.
+	KVBlocksPerWorker int `mapstructure:"kv_blocks_per_worker" help:"a worker's KV cache in blocks: kv-aware's memory per worker, the conversation policy's cache model"`
 	// EjectBackoff is how long passive health first takes a failing worker
 	// out of routing; it doubles with each ejection in a row (default 1s).
 	EjectBackoff time.Duration `mapstructure:"eject_backoff" help:"passive health: first ejection of a failing worker (doubles per ejection in a row)"`

@@ -393,8 +393,12 @@ func (c *Conversation) forgetTurnedOver(s *session) string {
 // cacheTurnedOver reports whether s's ctx worker has computed more than a
 // cache's worth of tokens since it prefilled s's last turn.
 func (c *Conversation) cacheTurnedOver(s *session) bool {
-	capacity := int64(c.cfg.KVBlocksPerWorker) * int64(c.cfg.TokensPerBlock)
-	return s.ctx != "" && s.ctxHeld > 0 && c.caches.clock(s.ctx)-s.ctxMark > capacity
+	return s.ctx != "" && s.ctxHeld > 0 && c.caches.since(s.ctx, s.ctxMark) > c.cacheTokens()
+}
+
+// cacheTokens is a ctx worker's KV cache in tokens (kv_blocks_per_worker).
+func (c *Conversation) cacheTokens() int64 {
+	return int64(c.cfg.KVBlocksPerWorker) * int64(c.cfg.TokensPerBlock)
 }
 
 // expectedHeld is how many of held tokens, which s's ctx worker held after
@@ -405,8 +409,7 @@ func (c *Conversation) cacheTurnedOver(s *session) bool {
 // will likely cost there. The session still reports (and the metrics
 // compare) all it held.
 func (c *Conversation) expectedHeld(s *session, held int) int64 {
-	capacity := int64(c.cfg.KVBlocksPerWorker) * int64(c.cfg.TokensPerBlock)
-	return int64(float64(held) * c.caches.survival(s.ctx, s.ctxMark, capacity))
+	return int64(float64(held) * c.caches.survival(s.ctx, s.ctxMark, c.cacheTokens()))
 }
 
 // lostLeg turns a leg placed afresh because its worker was removed into a

@@ -50,6 +50,10 @@ func (m ctxCaches) clock(id string) int64 {
 	return 0
 }
 
+// since returns the tokens worker id has computed since its clock read
+// mark (never less than 0).
+func (m ctxCaches) since(id string, mark int64) int64 { return max(m.clock(id)-mark, 0) }
+
 // routed books a request of promptTokens routed to worker id.
 func (m ctxCaches) routed(id string, promptTokens int) {
 	w := m.of(id)
@@ -82,8 +86,7 @@ func (m ctxCaches) survival(id string, mark, capacity int64) float64 {
 	if w == nil {
 		return 1
 	}
-	since := max(w.computed-mark, 0)
-	return min(max(float64(capacity-since)/float64(max(w.peak, 1)), 0), 1)
+	return min(max(float64(capacity-m.since(id, mark))/float64(max(w.peak, 1)), 0), 1)
 }
 
 // keep drops the workers not present once nothing routed to them is in

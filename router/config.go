@@ -56,12 +56,15 @@ type Config struct {
 	// matched prefix (cached tokens) (default 1.0).
 	LoadWeight float64 `mapstructure:"load_weight" help:"kv-aware: weight of in-flight tokens against cached tokens"`
 	// KVBlocksPerWorker is a worker's KV cache, in blocks of
-	// tokens_per_block (default 14000, the simulator's): kv-aware remembers
-	// that many block hashes per worker, and the conversation policy's
-	// cache model sizes each ctx worker's cache by it (ctxCaches): a
-	// session's prefix is expected evicted as that worker computes other
-	// prompts, all of it once that many blocks were computed since.
-	KVBlocksPerWorker int `mapstructure:"kv_blocks_per_worker" help:"a worker's KV cache in blocks: kv-aware's memory per worker, the conversation policy's cache model"`
+	// tokens_per_block: kv-aware remembers that many block hashes per
+	// worker, and the conversation policy's cache model sizes each ctx
+	// worker's cache by it (ctxCaches): a session's prefix is expected
+	// evicted as that worker computes other prompts, all of it once that
+	// many blocks were computed since. 0 (the default) takes the size each
+	// worker reports (Endpoint.KVCacheTokens), and
+	// DefaultKVBlocksPerWorker for a worker that reports none; a value set
+	// here wins over the workers' reports.
+	KVBlocksPerWorker int `mapstructure:"kv_blocks_per_worker" help:"a worker's KV cache in blocks: kv-aware's memory per worker, the conversation policy's cache model (0: the size each worker reports, else 14000)"`
 	// EjectBackoff is how long passive health first takes a failing worker
 	// out of routing; it doubles with each ejection in a row (default 1s).
 	EjectBackoff time.Duration `mapstructure:"eject_backoff" help:"passive health: first ejection of a failing worker (doubles per ejection in a row)"`
@@ -72,6 +75,46 @@ type Config struct {
 	EjectAfter5xx int `mapstructure:"eject_after_5xx" help:"passive health: 5xx answers in a row that eject a worker"`
 }
 
+// DefaultKVBlocksPerWorker is the KV cache, in blocks, assumed for a worker
+// that reports no size when kv_blocks_per_worker is 0 (the simulator's
+// default cache).
+const DefaultKVBlocksPerWorker = 14000
+
+// Where a worker's KV cache size comes from (Router.CacheSize).
+const (
+	CacheSizeConfig   = "config"  // kv_blocks_per_worker
+	CacheSizeReported = "worker"  // the worker reported it
+	CacheSizeDefault  = "default" // DefaultKVBlocksPerWorker
+)
+
+// cacheSize returns worker ep's KV cache in tokens and where the figure
+// comes from: kv_blocks_per_worker when set, else what ep reported, else
+// DefaultKVBlocksPerWorker blocks. ep may be nil (a worker no longer in
+// the pool).
+func (c Config) cacheSize(ep *Endpoint) (int64, string) {
+	if c.KVBlocksPerWorker > 0 {
+		return int64(c.KVBlocksPerWorker) * int64(c.TokensPerBlock), CacheSizeConfig
+	}
+	if ep != nil {
+		if n := ep.KVCacheTokens(); n > 0 {
+			return n, CacheSizeReported
+		}
+	}
+	return DefaultKVBlocksPerWorker * int64(c.TokensPerBlock), CacheSizeDefault
+}
+
+// cacheTokens is cacheSize's figure.
+func (c Config) cacheTokens(ep *Endpoint) int64 {
+	n, _ := c.cacheSize(ep)
+	return n
+}
+
+// cacheBlocks is cacheTokens in whole blocks, within [1, the maximum
+// kv_blocks_per_worker].
+func (c Config) cacheBlocks(ep *Endpoint) int {
+	return int(min(max(c.cacheTokens(ep)/int64(c.TokensPerBlock), 1), maxKVBlocksPerWorker))
+}
+
 // maxKVBlocksPerWorker bounds kv_blocks_per_worker: kv-aware indexes a
 // worker's blocks with 32-bit numbers, and 2^30 blocks of 32 tokens is far
 // beyond any GPU's KV cache.
@@ -80,7 +123,7 @@ const maxKVBlocksPerWorker = 1 << 30
 // Defaults returns the default configuration.
 func Defaults() Config {
 	return Config{Policy: PolicyConversation, TokensPerBlock: 32, MaxSessions: 100000, SessionTTL: 60 * time.Minute, ContinuationSlackBlocks: 1,
-		SpillLoadFactor: 2.0, SpillMinTokens: 16384, SpillMarginTokens: 0, VirtualNodes: 100, Fallback: 2, LoadWeight: 1.0, KVBlocksPerWorker: 14000,
+		SpillLoadFactor: 2.0, SpillMinTokens: 16384, SpillMarginTokens: 0, VirtualNodes: 100, Fallback: 2, LoadWeight: 1.0, KVBlocksPerWorker: 0,
 		EjectBackoff: time.Second, EjectMaxBackoff: 30 * time.Second, EjectAfter5xx: 3}
 }
 
@@ -112,8 +155,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("fallback: must be >= 0, got %d", c.Fallback)
 	case c.LoadWeight < 0:
 		return fmt.Errorf("load_weight: must be >= 0, got %g", c.LoadWeight)
-	case c.KVBlocksPerWorker < 1 || c.KVBlocksPerWorker > maxKVBlocksPerWorker:
-		return fmt.Errorf("kv_blocks_per_worker: must be between 1 and %d, got %d", maxKVBlocksPerWorker, c.KVBlocksPerWorker)
+	case c.KVBlocksPerWorker < 0 || c.KVBlocksPerWorker > maxKVBlocksPerWorker:
+		return fmt.Errorf("kv_blocks_per_worker: must be 0 (as each worker reports) or between 1 and %d, got %d", maxKVBlocksPerWorker, c.KVBlocksPerWorker)
 	case c.EjectBackoff <= 0:
 		return fmt.Errorf("eject_backoff: must be > 0, got %s", c.EjectBackoff)
 	case c.EjectMaxBackoff < c.EjectBackoff:

@@ -393,13 +393,11 @@ func (c *Conversation) forgetTurnedOver(s *session) string {
 // cacheTurnedOver reports whether s's ctx worker has computed more than a
 // cache's worth of tokens since it prefilled s's last turn.
 func (c *Conversation) cacheTurnedOver(s *session) bool {
-	return s.ctx != "" && s.ctxHeld > 0 && c.caches.since(s.ctx, s.ctxMark) > c.cacheTokens()
+	return s.ctx != "" && s.ctxHeld > 0 && c.caches.since(s.ctx, s.ctxMark) > c.cacheTokens(s.ctx)
 }
 
-// cacheTokens is a ctx worker's KV cache in tokens (kv_blocks_per_worker).
-func (c *Conversation) cacheTokens() int64 {
-	return int64(c.cfg.KVBlocksPerWorker) * int64(c.cfg.TokensPerBlock)
-}
+// cacheTokens is ctx worker id's KV cache in tokens (Config.cacheTokens).
+func (c *Conversation) cacheTokens(id string) int64 { return c.cfg.cacheTokens(c.pool.Get(id)) }
 
 // expectedHeld is how many of held tokens, which s's ctx worker held after
 // s's last turn there, it is expected to hold still (ctxCaches.survival).
@@ -409,7 +407,7 @@ func (c *Conversation) cacheTokens() int64 {
 // will likely cost there. The session still reports (and the metrics
 // compare) all it held.
 func (c *Conversation) expectedHeld(s *session, held int) int64 {
-	return int64(float64(held) * c.caches.survival(s.ctx, s.ctxMark, c.cacheTokens()))
+	return int64(float64(held) * c.caches.survival(s.ctx, s.ctxMark, c.cacheTokens(s.ctx)))
 }
 
 // lostLeg turns a leg placed afresh because its worker was removed into a

@@ -32,6 +32,9 @@ type Endpoint struct {
 	// loadChanged is the pool's load signal (nil outside a pool).
 	loadChanged chan struct{}
 	inflight    atomic.Int64 // live leases
+	// kvCacheTokens is the KV cache the worker reported, in tokens; 0:
+	// none reported.
+	kvCacheTokens atomic.Int64
 
 	// Passive health (outlier.go).
 	ejectedUntil atomic.Int64 // unix nanoseconds; out of routing before it
@@ -71,6 +74,11 @@ func (e *Endpoint) String() string { return e.ID }
 
 // Healthy reports whether the worker passed its last health check.
 func (e *Endpoint) Healthy() bool { return e.healthy.Load() }
+
+// KVCacheTokens returns the KV cache the worker reported, in tokens (0:
+// none reported). The fleet reads it from the engine when the worker comes
+// up; Pool.Sync sets it.
+func (e *Endpoint) KVCacheTokens() int64 { return e.kvCacheTokens.Load() }
 
 // Draining reports whether the worker takes no new work (it finishes what it
 // has).

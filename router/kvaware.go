@@ -11,9 +11,10 @@ import (
 // worker, an estimate of the worker's cache. For many short, independent
 // requests that share long prefixes.
 type KVAware struct {
+	cfg       Config
+	pool      *Pool
 	blockSize int
 	weight    float64
-	capacity  int
 	turn      atomic.Uint64
 
 	// mu guards blocks.
@@ -23,8 +24,8 @@ type KVAware struct {
 
 var _ picker = (*KVAware)(nil)
 
-func newKVAware(cfg Config) *KVAware {
-	return &KVAware{blockSize: cfg.TokensPerBlock, weight: cfg.LoadWeight, capacity: cfg.KVBlocksPerWorker, blocks: map[string]*blockLRU{}}
+func newKVAware(cfg Config, pool *Pool) *KVAware {
+	return &KVAware{cfg: cfg, pool: pool, blockSize: cfg.TokensPerBlock, weight: cfg.LoadWeight, blocks: map[string]*blockLRU{}}
 }
 
 func (k *KVAware) pick(req *Request, ctxCands, genCands []*Endpoint) choice {
@@ -86,8 +87,8 @@ func (k *KVAware) done(ctxID, genID string, hashes []uint64, o Outcome) {
 
 func (k *KVAware) remember(worker string, hashes []uint64) {
 	b := k.blocks[worker]
-	if b == nil {
-		b = newBlockLRU(k.capacity)
+	if capacity := k.cfg.cacheBlocks(k.pool.Get(worker)); b == nil || b.capacity != capacity {
+		b = newBlockLRU(capacity) // a worker that reports a new size was restarted: its cache is empty
 		k.blocks[worker] = b
 	}
 	for _, h := range hashes {

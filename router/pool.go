@@ -19,6 +19,9 @@ type Member struct {
 	// the decode worker uses its own port). Other protocols ignore it.
 	BootstrapPort int
 	Healthy       bool
+	// KVCacheTokens is the KV cache the worker reported, in tokens; 0:
+	// none reported.
+	KVCacheTokens int64
 }
 
 // Pool is the set of workers the router may use. Endpoints keep their
@@ -79,6 +82,7 @@ func (p *Pool) Sync(members []Member) bool {
 			changed = true
 		}
 		ep.healthy.Store(m.Healthy)
+		ep.kvCacheTokens.Store(m.KVCacheTokens)
 		next.byID[m.ID] = ep
 		next.all = append(next.all, ep)
 	}

@@ -158,7 +158,7 @@ func New(pool *Pool, cfg Config, now func() time.Time) (*Router, error) {
 	case PolicyConsistentHash:
 		r.picker = newHashRing(pool, cfg.VirtualNodes, cfg.Fallback)
 	case PolicyKVAware:
-		r.kv = newKVAware(cfg)
+		r.kv = newKVAware(cfg, pool)
 		r.picker = r.kv
 	}
 	return r, nil
@@ -184,6 +184,11 @@ func (r *Router) BlockSize() int { return r.cfg.TokensPerBlock }
 
 // Stats returns the routing counters.
 func (r *Router) Stats() *Stats { return r.stats }
+
+// CacheSize returns the KV cache, in tokens, the router assumes worker ep
+// has, and where that figure comes from (CacheSizeConfig,
+// CacheSizeReported or CacheSizeDefault).
+func (r *Router) CacheSize(ep *Endpoint) (tokens int64, source string) { return r.cfg.cacheSize(ep) }
 
 // SessionsPerWorker counts the sessions pinned to each worker (empty for
 // policies without sessions).

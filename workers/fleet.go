@@ -21,6 +21,7 @@ type Fleet struct {
 	log   *zap.Logger
 	now   func() time.Time
 	probe *prober
+	sizes CacheSizeReader // zero: no worker's KV cache size is read
 	subs  notifier
 
 	// mu guards workers (AddWorker and RemoveWorker change the list once
@@ -57,7 +58,12 @@ type worker struct {
 	fails    int  // consecutive failed health checks
 	gen      int  // process generation, incremented on each start; stale probe results are dropped
 	probing  bool // the health loop checks this worker
-	removed  bool // a plan worker taken out of the membership by RemoveWorker
+	// kvCacheTokens is the KV cache size the process reported (0: not
+	// yet, or never); sizeTries counts the reads of it. Both reset with
+	// each start.
+	kvCacheTokens int64
+	sizeTries     int
+	removed       bool // a plan worker taken out of the membership by RemoveWorker
 }
 
 // New validates cfg, computes its Plan and creates the run directory (a
@@ -83,6 +89,7 @@ func New(cfg Config, opts Options) (*Fleet, error) {
 		log:   opts.Logger,
 		now:   opts.Now,
 		probe: newProber(cfg.HealthTimeout),
+		sizes: opts.CacheSize,
 		rnd:   opts.Rand,
 		hurry: make(chan struct{}),
 	}
@@ -107,18 +114,19 @@ func (f *Fleet) Snapshot() []Worker {
 	out := make([]Worker, len(f.workers))
 	for i, w := range f.workers {
 		out[i] = Worker{
-			Name:      w.spec.Name,
-			Role:      w.spec.Role,
-			URL:       w.spec.URL,
-			SidePort:  w.spec.SidePort,
-			GPUs:      append([]string(nil), w.spec.GPUs...),
-			PID:       w.pid,
-			External:  w.spec.External,
-			Removed:   w.removed,
-			State:     w.state,
-			Since:     w.since,
-			Restarts:  w.restarts,
-			LastError: w.lastErr,
+			Name:          w.spec.Name,
+			Role:          w.spec.Role,
+			URL:           w.spec.URL,
+			SidePort:      w.spec.SidePort,
+			GPUs:          append([]string(nil), w.spec.GPUs...),
+			PID:           w.pid,
+			External:      w.spec.External,
+			Removed:       w.removed,
+			State:         w.state,
+			Since:         w.since,
+			Restarts:      w.restarts,
+			LastError:     w.lastErr,
+			KVCacheTokens: w.kvCacheTokens,
 		}
 	}
 	return out

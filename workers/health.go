@@ -41,6 +41,30 @@ func (p *prober) check(ctx context.Context, url string) error {
 	return nil
 }
 
+// get fetches url and returns its 200 body, of at most limit bytes.
+func (p *prober) get(ctx context.Context, url string, limit int64) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := p.client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("%s", resp.Status)
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(body)) > limit {
+		return nil, fmt.Errorf("body longer than %d bytes", limit)
+	}
+	return body, nil
+}
+
 // healthLoop runs checkHealth every HealthInterval until ctx is done. It is
 // a goroutine owned by the fleet and joined by Stop.
 func (f *Fleet) healthLoop(ctx context.Context) {
@@ -66,25 +90,35 @@ func (f *Fleet) healthLoop(ctx context.Context) {
 // replaced meanwhile, and rounds cut short by ctx, are discarded.
 func (f *Fleet) checkHealth(ctx context.Context) {
 	type target struct {
-		w   *worker
-		gen int
-		url string
+		w        *worker
+		gen      int
+		url      string
+		wantSize bool // read the cache size after a passing check
+	}
+	type result struct {
+		err     error
+		size    int64
+		sizeErr error
 	}
 	var targets []target
 	f.mu.Lock()
 	for _, w := range f.workers {
 		if w.probing {
-			targets = append(targets, target{w, w.gen, w.spec.URL + w.spec.HealthPath})
+			targets = append(targets, target{w, w.gen, w.spec.URL, f.wantsCacheSizeLocked(w)})
 		}
 	}
 	f.mu.Unlock()
-	errs := make([]error, len(targets))
+	results := make([]result, len(targets))
 	var wg sync.WaitGroup
 	for i, t := range targets {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = f.probe.check(ctx, t.url)
+			r := &results[i]
+			r.err = f.probe.check(ctx, t.url+t.w.spec.HealthPath)
+			if r.err == nil && t.wantSize {
+				r.size, r.sizeErr = f.readCacheSize(ctx, t.url)
+			}
 		}()
 	}
 	wg.Wait()
@@ -94,9 +128,14 @@ func (f *Fleet) checkHealth(ctx context.Context) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for i, t := range targets {
-		if t.w.gen == t.gen && t.w.probing {
-			f.applyProbeLocked(t.w, errs[i])
+		if t.w.gen != t.gen || !t.w.probing {
+			continue
 		}
+		r := results[i]
+		if r.err == nil && t.wantSize {
+			f.recordCacheSizeLocked(t.w, r.size, r.sizeErr)
+		}
+		f.applyProbeLocked(t.w, r.err)
 	}
 }
 
@@ -113,6 +152,7 @@ func (f *Fleet) applyProbeLocked(w *worker, err error) {
 	msg := fmt.Sprintf("health check failed %d times in a row: %v", w.fails, err)
 	switch {
 	case w.state == StateUp && w.fails >= f.cfg.UnhealthyThreshold:
+		w.kvCacheTokens, w.sizeTries = 0, 0 // read again when it is back: it may come back as another process
 		f.setStateLocked(w, StateDown, msg)
 		if !w.spec.External {
 			select {

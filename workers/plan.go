@@ -34,6 +34,9 @@ type Options struct {
 	// Rand is the source of restart jitter; the fleet serialises its use.
 	// Nil: a randomly seeded source.
 	Rand *rand.Rand
+	// CacheSize reads each worker's KV cache size from its engine once the
+	// worker is up (Worker.KVCacheTokens). Zero: none is read.
+	CacheSize CacheSizeReader
 	// LookupEnv reads the parent's environment for the default GPU list
 	// (CUDA_VISIBLE_DEVICES). Nil: os.LookupEnv.
 	LookupEnv func(key string) (string, bool)

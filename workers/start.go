@@ -172,6 +172,11 @@ func (f *Fleet) abort(procs []*proc) {
 // checkExternal probes a pre-launched worker once and starts watching it.
 func (f *Fleet) checkExternal(ctx context.Context, w *worker) {
 	err := f.probe.check(ctx, w.spec.URL+w.spec.HealthPath)
+	var size int64
+	var sizeErr error
+	if err == nil {
+		size, sizeErr = f.firstCacheSize(ctx, w.spec.URL)
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	w.probing = true
@@ -179,6 +184,9 @@ func (f *Fleet) checkExternal(ctx context.Context, w *worker) {
 		w.fails = 1
 		f.setStateLocked(w, StateDown, fmt.Sprintf("health check failed: %v", err))
 		return
+	}
+	if f.sizes.Path != "" {
+		f.recordCacheSizeLocked(w, size, sizeErr)
 	}
 	f.setStateLocked(w, StateUp, "")
 }
@@ -197,6 +205,7 @@ func (f *Fleet) launch(ctx context.Context, w *worker, fresh bool) (*proc, error
 	f.setState(w, StateStarting, "", func() {
 		w.gen++
 		w.pid, w.fails, w.probing = p.pid, 0, false
+		w.kvCacheTokens, w.sizeTries = 0, 0
 	})
 	f.log.Info("worker launched", zap.String("worker", s.Name), zap.Int("pid", p.pid),
 		zap.Strings("argv", s.Argv), zap.String("log", s.LogPath))
@@ -206,7 +215,13 @@ func (f *Fleet) launch(ctx context.Context, w *worker, fresh bool) (*proc, error
 		f.setState(w, StateDown, fmt.Sprintf("start failed: %v (log %s)", err, s.LogPath), func() { w.pid = 0 })
 		return nil, serr
 	}
-	f.setState(w, StateUp, "", func() { w.probing = true })
+	size, sizeErr := f.firstCacheSize(ctx, s.URL)
+	f.setState(w, StateUp, "", func() {
+		w.probing = true
+		if f.sizes.Path != "" {
+			f.recordCacheSizeLocked(w, size, sizeErr)
+		}
+	})
 	return p, nil
 }
 

@@ -60,6 +60,9 @@ type Worker struct {
 	// LastError is the latest failure (exit status, health check error,
 	// start failure); empty when none happened.
 	LastError string
+	// KVCacheTokens is the KV cache size the worker's engine reported, in
+	// tokens (Options.CacheSize); 0 when it reported none.
+	KVCacheTokens int64
 }
 
 // Healthy reports whether the worker should receive traffic: it is up and

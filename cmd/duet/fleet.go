@@ -6,11 +6,24 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/duet-serve/duet/orchestrator/protocol"
+	"github.com/duet-serve/duet/orchestrator/protocol/adapters"
 	"github.com/duet-serve/duet/orchestrator/protocol/sglang"
 	"github.com/duet-serve/duet/router"
 	"github.com/duet-serve/duet/workers"
 	"github.com/duet-serve/duet/workers/sim"
 )
+
+// cacheSizeReader is how the fleet reads each worker's KV cache size from
+// engines that speak proto (none for TensorRT-LLM, whose iteration stats
+// are drained by every read and hold the size only after a request).
+func cacheSizeReader(proto string) workers.CacheSizeReader {
+	a, err := adapters.ByName(proto)
+	if r, ok := a.(protocol.CacheSizeReporter); err == nil && ok {
+		return workers.CacheSizeReader{Path: r.CacheSizePath(), Parse: r.ParseCacheSize}
+	}
+	return workers.CacheSizeReader{}
+}
 
 // members turns a fleet snapshot into router membership: every worker not
 // removed is a member, healthy only when up. Under protocol sglang a
@@ -21,7 +34,7 @@ func members(ws []workers.Worker, protocol string) []router.Member {
 		if w.Removed {
 			continue
 		}
-		m := router.Member{ID: w.Name, URL: w.URL, Role: w.Role, Healthy: w.Healthy()}
+		m := router.Member{ID: w.Name, URL: w.URL, Role: w.Role, Healthy: w.Healthy(), KVCacheTokens: w.KVCacheTokens}
 		if protocol == sglang.Name {
 			m.BootstrapPort = w.SidePort
 		}

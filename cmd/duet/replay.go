@@ -33,10 +33,6 @@ type replayFlags struct {
 	speedup  float64
 	overhead time.Duration
 	window   time.Duration
-	// kvBlocksSet is true when the config file (or the environment) sets
-	// router.kv_blocks_per_worker; otherwise each point's ctx cache size
-	// is the router's estimate of it.
-	kvBlocksSet bool
 }
 
 func newReplayCmd(a *app) *cobra.Command {
@@ -69,7 +65,6 @@ no network and no duet overhead.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return a.runWith(cmd, nil, func(_ context.Context, cfg Config, _ *zap.Logger) error {
-				f.kvBlocksSet = a.v.InConfig("router.kv_blocks_per_worker") || os.Getenv("DUET_ROUTER_KV_BLOCKS_PER_WORKER") != ""
 				return runReplay(cmd, f, cfg)
 			})
 		},
@@ -142,7 +137,7 @@ func runReplay(cmd *cobra.Command, f *replayFlags, cfg Config) error {
 		if err != nil {
 			return err
 		}
-		rc := replayConfig(cfg, wlc, p, f.speedup, f.kvBlocksSet)
+		rc := replayConfig(cfg, wlc, p, f.speedup)
 		rc.ServingOverhead, rc.OracleWindow = f.overhead, f.window
 		res, err := replay.Run(rc, sessions)
 		if err != nil {
@@ -287,15 +282,12 @@ func profileSessions(wl loadgen.Config, tok *tokenizer.Tokenizer) ([]replay.Sess
 	return replay.ChatSessions(sessions, tok, corpus, wl.EndpointType, wl.Seed), wl, nil
 }
 
-// replayConfig is one sweep point's replay configuration. Unless the
-// config sets router.kv_blocks_per_worker (kvBlocksSet), the router knows
-// the modelled ctx cache's size, as a deployment's config would say it.
-func replayConfig(cfg Config, wl loadgen.Config, p replayPoint, speedup float64, kvBlocksSet bool) replay.Config {
+// replayConfig is one sweep point's replay configuration. The modelled
+// workers report their KV cache size to the router, as vLLM and SGLang
+// workers do, unless the config sets router.kv_blocks_per_worker.
+func replayConfig(cfg Config, wl loadgen.Config, p replayPoint, speedup float64) replay.Config {
 	rc := cfg.Router
 	rc.Policy = p.policy
-	if !kvBlocksSet {
-		rc.KVBlocksPerWorker = max(p.ctxBlocks*cfg.Sim.BlockSize/rc.TokensPerBlock, 1)
-	}
 	worker := func(blocks int) replay.WorkerModel {
 		s := cfg.Sim
 		return replay.WorkerModel{KVCapacityBlocks: blocks, BlockSize: s.BlockSize, MaxNumSeqs: s.MaxNumSeqs, Timing: simTiming(s)}

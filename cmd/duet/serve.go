@@ -57,7 +57,8 @@ func runServe(ctx context.Context, cfg Config, log *zap.Logger) error {
 		return err
 	}
 	defer stopDebug()
-	fleet, err := workers.New(cfg.Fleet, workers.Options{SimProtocol: cfg.Orchestrator.Protocol, Logger: log.Named("fleet")})
+	fleet, err := workers.New(cfg.Fleet, workers.Options{SimProtocol: cfg.Orchestrator.Protocol, Logger: log.Named("fleet"),
+		CacheSize: cacheSizeReader(cfg.Orchestrator.Protocol)})
 	if err != nil {
 		return err
 	}

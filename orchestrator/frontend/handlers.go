@@ -272,6 +272,10 @@ type workerInfo struct {
 	LoadTokens    int64  `json:"load_tokens"`
 	InFlight      int64  `json:"inflight"`
 	Sessions      int    `json:"sessions"`
+	// KVCacheTokens is the KV cache the router assumes the worker has, and
+	// KVCacheSource where it comes from: worker, config or default.
+	KVCacheTokens int64  `json:"kv_cache_tokens"`
+	KVCacheSource string `json:"kv_cache_source"`
 }
 
 func (s *Server) clusterInfo(ctx *fasthttp.RequestCtx) {
@@ -279,8 +283,10 @@ func (s *Server) clusterInfo(ctx *fasthttp.RequestCtx) {
 	sessions := rt.SessionsPerWorker()
 	var workers []workerInfo
 	for _, ep := range s.opts.Pool.All() {
+		cacheTokens, cacheSource := rt.CacheSize(ep)
 		workers = append(workers, workerInfo{ID: ep.ID, URL: ep.URL, Role: string(ep.Role), BootstrapPort: ep.BootstrapPort, Healthy: ep.Healthy(),
-			Draining: ep.Draining(), LoadTokens: ep.Load(), InFlight: ep.InFlight(), Sessions: sessions[ep.ID]})
+			Draining: ep.Draining(), LoadTokens: ep.Load(), InFlight: ep.InFlight(), Sessions: sessions[ep.ID],
+			KVCacheTokens: cacheTokens, KVCacheSource: cacheSource})
 	}
 	info := map[string]any{"workers": workers, "protocol": s.opts.Orchestrator.Config().Protocol,
 		"policy": rt.Policy(), "sessions": rt.Sessions()}

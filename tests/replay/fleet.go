@@ -20,6 +20,9 @@ type WorkerModel struct {
 	Timing model.Timing
 }
 
+// cacheTokens is the KV cache size the worker reports, in tokens.
+func (m WorkerModel) cacheTokens() int64 { return int64(m.KVCapacityBlocks) * int64(m.BlockSize) }
+
 // worker is one modelled engine: its endpoint in the router's pool, its KV
 // cache, its prefill server and its admission queue.
 type worker struct {

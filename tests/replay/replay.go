@@ -142,12 +142,16 @@ func Run(cfg Config, sessions []Session) (*Result, error) {
 		pooled: newPooledOracle(cfg.Fleet.NCtx*cfg.Fleet.Ctx.KVCapacityBlocks, cfg.Fleet.Ctx.BlockSize),
 		window: newWindowOracle(cfg.OracleWindow)}
 	pool := router.NewPool()
+	// Each worker reports its KV cache size, as vLLM and SGLang workers
+	// (and sims speaking their protocols) do to the fleet.
 	var members []router.Member
 	for i := 0; i < cfg.Fleet.NCtx; i++ {
-		members = append(members, router.Member{ID: fmt.Sprintf("ctx-%d", i), URL: fmt.Sprintf("http://ctx-%d", i), Role: disagg.RoleContext, Healthy: true})
+		members = append(members, router.Member{ID: fmt.Sprintf("ctx-%d", i), URL: fmt.Sprintf("http://ctx-%d", i), Role: disagg.RoleContext, Healthy: true,
+			KVCacheTokens: cfg.Fleet.Ctx.cacheTokens()})
 	}
 	for i := 0; i < cfg.Fleet.NGen; i++ {
-		members = append(members, router.Member{ID: fmt.Sprintf("gen-%d", i), URL: fmt.Sprintf("http://gen-%d", i), Role: disagg.RoleGeneration, Healthy: true})
+		members = append(members, router.Member{ID: fmt.Sprintf("gen-%d", i), URL: fmt.Sprintf("http://gen-%d", i), Role: disagg.RoleGeneration, Healthy: true,
+			KVCacheTokens: cfg.Fleet.Gen.cacheTokens()})
 	}
 	pool.Sync(members)
 	rt, err := router.New(pool, cfg.Router, func() time.Time { return r.now })

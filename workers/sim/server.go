@@ -263,8 +263,14 @@ func (s *Server) route(ctx *fasthttp.RequestCtx) {
 		want, h = fasthttp.MethodGet, s.handleMetrics
 	case "/admin/faults":
 		want, h = "", s.handleFaults // checks its own methods
+	case "/get_server_info", "/server_info":
+		if s.cfg.Protocol != ProtocolSGLang {
+			notFound(ctx, method, path)
+			return
+		}
+		want, h = fasthttp.MethodGet, s.handleServerInfo
 	default:
-		writeError(ctx, &httpError{status: http.StatusNotFound, msg: fmt.Sprintf("no route for %s %s", method, path)})
+		notFound(ctx, method, path)
 		return
 	}
 	if want != "" && method != want && !(want == fasthttp.MethodGet && method == fasthttp.MethodHead) {
@@ -272,6 +278,10 @@ func (s *Server) route(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	h(ctx)
+}
+
+func notFound(ctx *fasthttp.RequestCtx, method, path string) {
+	writeError(ctx, &httpError{status: http.StatusNotFound, msg: fmt.Sprintf("no route for %s %s", method, path)})
 }
 
 func methodNotAllowed() *httpError {
@@ -296,6 +306,9 @@ func (s *Server) handleHealth(ctx *fasthttp.RequestCtx) {
 func (s *Server) handleMetrics(ctx *fasthttp.RequestCtx) {
 	ctx.SetContentType("text/plain; version=0.0.4; charset=utf-8")
 	s.metrics.write(ctx, s.cfg.Model, s.sched.stats())
+	if s.cfg.Protocol == ProtocolVLLM {
+		writeCacheConfigInfo(ctx, s.cfg)
+	}
 }
 
 // fasthttpLogger routes fasthttp's own messages (mostly connection errors

@@ -1,0 +1,149 @@
+package vllm
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/duet-serve/duet/orchestrator/protocol"
+)
+
+// cacheInfoMetric is the Prometheus series through which vLLM publishes
+// its CacheConfig: a gauge of 1 whose labels are the config's fields, each
+// value rendered by Python's str() (so an unset field reads "None").
+// vLLM v0.6-v0.8 (vllm/engine/metrics.py, PrometheusStatLogger.info) has
+// one series with no engine label; V1 (vllm/v1/metrics/loggers.py,
+// PrometheusStatLogger.log_metrics_info) has one per engine, labelled
+// engine="<index>", with the same values in each: num_gpu_blocks is
+// already summed over data-parallel engines there (the engine core
+// client's ready handshake), while kv_cache_size_tokens, added in 2026
+// (vllm-project/vllm#42206), is one engine's capacity in tokens, counting
+// hybrid models' groups correctly.
+const cacheInfoMetric = "vllm:cache_config_info"
+
+var _ protocol.CacheSizeReporter = (*Adapter)(nil)
+
+// CacheSizePath is where a vLLM server reports its KV cache size: its
+// Prometheus page, served by `vllm serve` by default.
+func (*Adapter) CacheSizePath() string { return "/metrics" }
+
+// ParseCacheSize reads the server's KV cache size, in tokens, from its
+// /metrics page: kv_cache_size_tokens summed over the engines when the
+// labels have it, else num_gpu_blocks × block_size.
+func (*Adapter) ParseCacheSize(page []byte) (int64, error) {
+	series, err := cacheInfoSeries(page)
+	if err != nil {
+		return 0, err
+	}
+	if len(series) == 0 {
+		return 0, errors.New("no " + cacheInfoMetric + " series (is the server's stats logging disabled?)")
+	}
+	if n := perEngineTokens(series); n > 0 {
+		return n, nil
+	}
+	for _, labels := range series {
+		blocks, okBlocks := positive(labels["num_gpu_blocks"])
+		size, okSize := positive(labels["block_size"])
+		if okBlocks && okSize && blocks <= maxCacheTokens/size {
+			return blocks * size, nil
+		}
+	}
+	return 0, fmt.Errorf("%s has no usable num_gpu_blocks and block_size (num_gpu_blocks=%q)", cacheInfoMetric, series[0]["num_gpu_blocks"])
+}
+
+// maxCacheTokens bounds a believable KV cache size (2^50 tokens), so that
+// a garbled label cannot overflow a product.
+const maxCacheTokens = 1 << 50
+
+// perEngineTokens sums kv_cache_size_tokens over the distinct engines; 0
+// when no series has a usable value.
+func perEngineTokens(series []map[string]string) int64 {
+	seen := map[string]bool{}
+	var total int64
+	for _, labels := range series {
+		n, ok := positive(labels["kv_cache_size_tokens"])
+		if !ok || seen[labels["engine"]] {
+			continue
+		}
+		seen[labels["engine"]] = true
+		total = min(total+n, maxCacheTokens)
+	}
+	return total
+}
+
+// positive parses a label value as a count in (0, maxCacheTokens].
+func positive(v string) (int64, bool) {
+	n, err := strconv.ParseInt(v, 10, 64)
+	return n, err == nil && n > 0 && n <= maxCacheTokens
+}
+
+// cacheInfoSeries returns the label sets of the page's cacheInfoMetric
+// samples, in the Prometheus text exposition format (version 0.0.4).
+func cacheInfoSeries(page []byte) ([]map[string]string, error) {
+	var out []map[string]string
+	for line := range bytes.Lines(page) {
+		line = bytes.TrimSpace(line)
+		rest, ok := bytes.CutPrefix(line, []byte(cacheInfoMetric))
+		if !ok || len(rest) == 0 || rest[0] != '{' {
+			continue // another metric, a comment, or this one without labels
+		}
+		labels, err := parseLabels(rest[1:])
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", cacheInfoMetric, err)
+		}
+		out = append(out, labels)
+	}
+	return out, nil
+}
+
+// parseLabels parses `name="value",...}` (the text after a sample's `{`),
+// unescaping \\, \" and \n in values.
+func parseLabels(s []byte) (map[string]string, error) {
+	labels := map[string]string{}
+	for {
+		s = bytes.TrimLeft(s, " ")
+		if len(s) > 0 && s[0] == '}' {
+			return labels, nil
+		}
+		eq := bytes.IndexByte(s, '=')
+		if eq <= 0 || eq+1 >= len(s) || s[eq+1] != '"' {
+			return nil, errors.New("malformed label list")
+		}
+		name := string(bytes.TrimSpace(s[:eq]))
+		value, n, err := labelValue(s[eq+2:])
+		if err != nil {
+			return nil, fmt.Errorf("label %s: %w", name, err)
+		}
+		labels[name] = value
+		s = bytes.TrimLeft(s[eq+2+n:], " ")
+		if len(s) > 0 && s[0] == ',' {
+			s = s[1:]
+		}
+	}
+}
+
+// labelValue reads a quoted label value up to its closing quote; it
+// returns the value and the bytes consumed, the quote included.
+func labelValue(s []byte) (string, int, error) {
+	var b []byte
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; c {
+		case '"':
+			return string(b), i + 1, nil
+		case '\\':
+			if i+1 == len(s) {
+				return "", 0, errors.New("unterminated escape")
+			}
+			i++
+			if s[i] == 'n' {
+				b = append(b, '\n')
+			} else {
+				b = append(b, s[i])
+			}
+		default:
+			b = append(b, c)
+		}
+	}
+	return "", 0, errors.New("unterminated value")
+}

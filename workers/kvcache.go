@@ -1,0 +1,76 @@
+package workers
+
+import (
+	"context"
+	"fmt"
+
+	"go.uber.org/zap"
+)
+
+// CacheSizeReader reads a worker's KV cache size from its engine: a GET of
+// Path, whose 200 body Parse turns into tokens. The orchestrator's protocol
+// adapters provide one for the engines that report the size (vLLM, SGLang).
+type CacheSizeReader struct {
+	// Path is the URL path to GET, e.g. /metrics.
+	Path string
+	// Parse returns the KV cache size in tokens (> 0) from the body, or an
+	// error saying why the body holds none.
+	Parse func(body []byte) (int64, error)
+}
+
+// cacheSizeTries bounds the reads of one worker process's cache size: an
+// engine that has not reported it after that many is taken not to, and the
+// router falls back to its configured size.
+const cacheSizeTries = 3
+
+// maxCacheSizeBody bounds the body read for the cache size (a vLLM /metrics
+// page with its histograms is some hundred kB).
+const maxCacheSizeBody = 8 << 20
+
+// wantsCacheSizeLocked reports whether w's cache size should be read after
+// its next passing health check; f.mu is held.
+func (f *Fleet) wantsCacheSizeLocked(w *worker) bool {
+	return f.sizes.Path != "" && w.kvCacheTokens == 0 && w.sizeTries < cacheSizeTries
+}
+
+// firstCacheSize reads the cache size of a worker that just passed its
+// first health check, so that it comes up with its size known; nothing
+// when no size is read.
+func (f *Fleet) firstCacheSize(ctx context.Context, url string) (int64, error) {
+	if f.sizes.Path == "" {
+		return 0, nil
+	}
+	return f.readCacheSize(ctx, url)
+}
+
+// readCacheSize reads the KV cache size of the worker at url.
+func (f *Fleet) readCacheSize(ctx context.Context, url string) (int64, error) {
+	body, err := f.probe.get(ctx, url+f.sizes.Path, maxCacheSizeBody)
+	if err != nil {
+		return 0, err
+	}
+	n, err := f.sizes.Parse(body)
+	if err == nil && n <= 0 {
+		err = fmt.Errorf("reported a KV cache of %d tokens", n)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("GET %s%s: %w", url, f.sizes.Path, err)
+	}
+	return n, nil
+}
+
+// recordCacheSizeLocked keeps the outcome of one read of w's cache size;
+// f.mu is held. The last failed try is logged: the router then assumes its
+// configured size for the worker.
+func (f *Fleet) recordCacheSizeLocked(w *worker, tokens int64, err error) {
+	w.sizeTries++
+	if err == nil {
+		w.kvCacheTokens = tokens
+		f.log.Info("worker KV cache size read", zap.String("worker", w.spec.Name), zap.Int64("tokens", tokens))
+		return
+	}
+	if w.sizeTries == cacheSizeTries {
+		f.log.Warn("worker KV cache size unknown: the router assumes router.kv_blocks_per_worker",
+			zap.String("worker", w.spec.Name), zap.Error(err))
+	}
+}

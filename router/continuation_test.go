@@ -104,9 +104,36 @@ func TestTheFirstConversationOfAPromptNeedsItsWholePrompt(t *testing.T) {
 	require.Equal(t, first.Session, cont.Session)
 }
 
+// The router knows a worker's cache size from kv_blocks_per_worker, else
+// from what the worker reported; a set kv_blocks_per_worker wins.
 func TestTurnoverReplacesTheCtxLegOfAnEvictedSession(t *testing.T) {
-	p := fleet(2, 2)
-	r, _ := convRouter(t, p, func(c *Config) { c.KVBlocksPerWorker = 10 }) // 40 tokens of cache
+	for name, size := range map[string]struct {
+		configBlocks int
+		reported     int64
+	}{
+		"configured":                 {configBlocks: 10},
+		"reported":                   {reported: 40},
+		"configured over a reported": {configBlocks: 10, reported: 4000},
+	} {
+		t.Run(name, func(t *testing.T) {
+			p := fleet(2, 2)
+			reportCacheSizes(p, size.reported)
+			r, _ := convRouter(t, p, func(c *Config) { c.KVBlocksPerWorker = size.configBlocks }) // 40 tokens of cache
+			testTurnover(t, r, p)
+		})
+	}
+}
+
+// reportCacheSizes makes every worker of p report a KV cache of tokens.
+func reportCacheSizes(p *Pool, tokens int64) {
+	var ms []Member
+	for _, ep := range p.All() {
+		ms = append(ms, Member{ID: ep.ID, URL: ep.URL, Role: ep.Role, Healthy: ep.Healthy(), KVCacheTokens: tokens})
+	}
+	p.Sync(ms)
+}
+
+func testTurnover(t *testing.T, r *Router, p *Pool) {
 	a := route(t, r, req("a", tokens(0, 20)))
 	home := a.Ctx.Endpoint()
 	other := p.Get("ctx-0")

@@ -69,6 +69,9 @@ type fakeEngine struct {
 	url    string
 	handle engineHandler
 	srv    *http.Server
+	// pages are answered to GETs of their paths (a vLLM /metrics page, an
+	// SGLang server info); fixed before the server starts.
+	pages map[string]string
 
 	inflight atomic.Int64 // completion requests being answered
 
@@ -80,10 +83,17 @@ type fakeEngine struct {
 // X-Duet-*-Worker headers can be matched); it stops with the test.
 func startEngine(t *testing.T, name string, h engineHandler) *fakeEngine {
 	t.Helper()
+	return startEngineWithPages(t, name, h, nil)
+}
+
+// startEngineWithPages is startEngine for a worker that also answers GETs
+// of pages' paths with their bodies.
+func startEngineWithPages(t *testing.T, name string, h engineHandler, pages map[string]string) *fakeEngine {
+	t.Helper()
 	port := freePorts(t, 1)[0]
 	ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
 	require.NoError(t, err)
-	e := &fakeEngine{name: name, port: port, url: fmt.Sprintf("http://127.0.0.1:%d", port), handle: h}
+	e := &fakeEngine{name: name, port: port, url: fmt.Sprintf("http://127.0.0.1:%d", port), handle: h, pages: pages}
 	e.srv = &http.Server{Handler: e, ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = e.srv.Serve(ln) }()
 	t.Cleanup(func() { _ = e.srv.Close() })
@@ -97,6 +107,10 @@ func (e *fakeEngine) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	case "/v1/chat/completions", "/v1/completions":
 	default:
+		if page, ok := e.pages[r.URL.Path]; ok && r.Method == http.MethodGet {
+			_, _ = io.WriteString(w, page)
+			return
+		}
 		errReply{http.StatusNotFound, "application/json", `{"detail":"Not Found"}`}.write(w)
 		return
 	}

@@ -135,9 +135,11 @@ func (u usage) cached() int {
 type clusterInfo struct {
 	Workers []struct {
 		ID         string `json:"id"`
+		URL        string `json:"url"`
 		Healthy    bool   `json:"healthy"`
 		LoadTokens int64  `json:"load_tokens"`
 		InFlight   int64  `json:"inflight"`
+		workerCache
 	} `json:"workers"`
 	Fleet []struct {
 		Name  string
@@ -145,6 +147,13 @@ type clusterInfo struct {
 		State string
 		URL   string
 	} `json:"fleet"`
+}
+
+// workerCache is the KV cache size the router assumes for a worker, and
+// where that comes from.
+type workerCache struct {
+	Tokens int64  `json:"kv_cache_tokens"`
+	Source string `json:"kv_cache_source"`
 }
 
 func (d *deployment) cluster(t *testing.T) clusterInfo {
@@ -169,7 +178,15 @@ func (d *deployment) requireIdle(t *testing.T) {
 func TestServeEveryProtocol(t *testing.T) {
 	for _, proto := range []string{"trtllm", "vllm", "sglang"} {
 		t.Run(proto, func(t *testing.T) {
-			d := startServe(t, serveOptions{protocol: proto})
+			d := startServe(t, serveOptions{protocol: proto, ctxArgs: `, "--kv-capacity-blocks", "12000"`})
+			t.Run("workers report their KV cache size", func(t *testing.T) {
+				// The way vLLM and SGLang workers report it; under
+				// TensorRT-LLM's protocol, in the sim's own metrics.
+				want := map[string]workerCache{"ctx": {12000 * 32, "worker"}, "gen": {14000 * 32, "worker"}}
+				for _, w := range d.cluster(t).Workers {
+					require.Equal(t, want[w.ID[:3]], w.workerCache, w.ID)
+				}
+			})
 			t.Run("chat non-streaming", func(t *testing.T) {
 				code, hdr, body := d.chat(t, false, "Tell me about rivers.", "", "X-Request-ID", "req-123")
 				require.Equal(t, http.StatusOK, code, string(body))

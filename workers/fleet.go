@@ -21,7 +21,7 @@ type Fleet struct {
 	log   *zap.Logger
 	now   func() time.Time
 	probe *prober
-	sizes CacheSizeReader // zero: no worker's KV cache size is read
+	sizes func(engine string) CacheSizeReader // Options.CacheSize
 	subs  notifier
 
 	// mu guards workers (AddWorker and RemoveWorker change the list once

@@ -92,7 +92,6 @@ func (f *Fleet) checkHealth(ctx context.Context) {
 	type target struct {
 		w        *worker
 		gen      int
-		url      string
 		wantSize bool // read the cache size after a passing check
 	}
 	type result struct {
@@ -104,7 +103,7 @@ func (f *Fleet) checkHealth(ctx context.Context) {
 	f.mu.Lock()
 	for _, w := range f.workers {
 		if w.probing {
-			targets = append(targets, target{w, w.gen, w.spec.URL, f.wantsCacheSizeLocked(w)})
+			targets = append(targets, target{w, w.gen, f.wantsCacheSizeLocked(w)})
 		}
 	}
 	f.mu.Unlock()
@@ -115,9 +114,9 @@ func (f *Fleet) checkHealth(ctx context.Context) {
 		go func() {
 			defer wg.Done()
 			r := &results[i]
-			r.err = f.probe.check(ctx, t.url+t.w.spec.HealthPath)
+			r.err = f.probe.check(ctx, t.w.spec.URL+t.w.spec.HealthPath) // spec is immutable
 			if r.err == nil && t.wantSize {
-				r.size, r.sizeErr = f.readCacheSize(ctx, t.url)
+				r.size, r.sizeErr = f.readCacheSize(ctx, &t.w.spec)
 			}
 		}()
 	}

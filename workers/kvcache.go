@@ -30,39 +30,44 @@ const maxCacheSizeBody = 8 << 20
 // wantsCacheSizeLocked reports whether w's cache size should be read after
 // its next passing health check; f.mu is held.
 func (f *Fleet) wantsCacheSizeLocked(w *worker) bool {
-	return f.sizes.Path != "" && w.kvCacheTokens == 0 && w.sizeTries < cacheSizeTries
+	return f.sizes(w.spec.Engine).Path != "" && w.kvCacheTokens == 0 && w.sizeTries < cacheSizeTries
 }
 
 // firstCacheSize reads the cache size of a worker that just passed its
 // first health check, so that it comes up with its size known; nothing
-// when no size is read.
-func (f *Fleet) firstCacheSize(ctx context.Context, url string) (int64, error) {
-	if f.sizes.Path == "" {
+// when its engine reports none.
+func (f *Fleet) firstCacheSize(ctx context.Context, s *WorkerSpec) (int64, error) {
+	if f.sizes(s.Engine).Path == "" {
 		return 0, nil
 	}
-	return f.readCacheSize(ctx, url)
+	return f.readCacheSize(ctx, s)
 }
 
-// readCacheSize reads the KV cache size of the worker at url.
-func (f *Fleet) readCacheSize(ctx context.Context, url string) (int64, error) {
-	body, err := f.probe.get(ctx, url+f.sizes.Path, maxCacheSizeBody)
-	if err != nil {
-		return 0, err
+// readCacheSize reads the KV cache size of the worker s.
+func (f *Fleet) readCacheSize(ctx context.Context, s *WorkerSpec) (int64, error) {
+	r := f.sizes(s.Engine)
+	body, err := f.probe.get(ctx, s.URL+r.Path, maxCacheSizeBody)
+	var n int64
+	if err == nil {
+		n, err = r.Parse(body)
 	}
-	n, err := f.sizes.Parse(body)
 	if err == nil && n <= 0 {
 		err = fmt.Errorf("reported a KV cache of %d tokens", n)
 	}
 	if err != nil {
-		return 0, fmt.Errorf("GET %s%s: %w", url, f.sizes.Path, err)
+		return 0, fmt.Errorf("GET %s%s: %w", s.URL, r.Path, err)
 	}
 	return n, nil
 }
 
-// recordCacheSizeLocked keeps the outcome of one read of w's cache size;
-// f.mu is held. The last failed try is logged: the router then assumes its
-// configured size for the worker.
+// recordCacheSizeLocked keeps the outcome of one read of w's cache size
+// (nothing when its engine reports none); f.mu is held. The last failed
+// try is logged: the router then assumes its configured size for the
+// worker.
 func (f *Fleet) recordCacheSizeLocked(w *worker, tokens int64, err error) {
+	if f.sizes(w.spec.Engine).Path == "" {
+		return
+	}
 	w.sizeTries++
 	if err == nil {
 		w.kvCacheTokens = tokens

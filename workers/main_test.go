@@ -51,6 +51,7 @@ func fakeWorker(args []string) int {
 	healthFile := fs.String("health-file", "", "healthy only while this file exists")
 	ignoreTerm := fs.Bool("ignore-term", false, "ignore SIGTERM")
 	childPIDFile := fs.String("child-pid-file", "", "start a sleeping child and write its pid here")
+	cacheSize := fs.Int("cache-size", 0, "answer GET /cache-size with this number (0: 404)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -91,6 +92,13 @@ func fakeWorker(args []string) int {
 			return
 		}
 		w.WriteHeader(http.StatusOK)
+	})
+	mux.HandleFunc("/cache-size", func(w http.ResponseWriter, r *http.Request) {
+		if *cacheSize == 0 {
+			http.NotFound(w, r)
+			return
+		}
+		fmt.Fprint(w, *cacheSize)
 	})
 	err := http.ListenAndServe(net.JoinHostPort(*host, strconv.Itoa(*port)), mux)
 	fmt.Fprintln(os.Stderr, err)

@@ -34,9 +34,10 @@ type Options struct {
 	// Rand is the source of restart jitter; the fleet serialises its use.
 	// Nil: a randomly seeded source.
 	Rand *rand.Rand
-	// CacheSize reads each worker's KV cache size from its engine once the
-	// worker is up (Worker.KVCacheTokens). Zero: none is read.
-	CacheSize CacheSizeReader
+	// CacheSize says how to read the KV cache size of a worker of the given
+	// engine, read once the worker is up (Worker.KVCacheTokens); a zero
+	// reader reads none. Nil: no size is read.
+	CacheSize func(engine string) CacheSizeReader
 	// LookupEnv reads the parent's environment for the default GPU list
 	// (CUDA_VISIBLE_DEVICES). Nil: os.LookupEnv.
 	LookupEnv func(key string) (string, bool)
@@ -49,6 +50,9 @@ const SimProtocolSGLang = "sglang"
 func (o Options) withDefaults() Options {
 	if o.SimProtocol == "" {
 		o.SimProtocol = "trtllm"
+	}
+	if o.CacheSize == nil {
+		o.CacheSize = func(string) CacheSizeReader { return CacheSizeReader{} }
 	}
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()

@@ -175,7 +175,7 @@ func (f *Fleet) checkExternal(ctx context.Context, w *worker) {
 	var size int64
 	var sizeErr error
 	if err == nil {
-		size, sizeErr = f.firstCacheSize(ctx, w.spec.URL)
+		size, sizeErr = f.firstCacheSize(ctx, &w.spec)
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -185,9 +185,7 @@ func (f *Fleet) checkExternal(ctx context.Context, w *worker) {
 		f.setStateLocked(w, StateDown, fmt.Sprintf("health check failed: %v", err))
 		return
 	}
-	if f.sizes.Path != "" {
-		f.recordCacheSizeLocked(w, size, sizeErr)
-	}
+	f.recordCacheSizeLocked(w, size, sizeErr)
 	f.setStateLocked(w, StateUp, "")
 }
 
@@ -215,12 +213,10 @@ func (f *Fleet) launch(ctx context.Context, w *worker, fresh bool) (*proc, error
 		f.setState(w, StateDown, fmt.Sprintf("start failed: %v (log %s)", err, s.LogPath), func() { w.pid = 0 })
 		return nil, serr
 	}
-	size, sizeErr := f.firstCacheSize(ctx, s.URL)
+	size, sizeErr := f.firstCacheSize(ctx, s)
 	f.setState(w, StateUp, "", func() {
 		w.probing = true
-		if f.sizes.Path != "" {
-			f.recordCacheSizeLocked(w, size, sizeErr)
-		}
+		f.recordCacheSizeLocked(w, size, sizeErr)
 	})
 	return p, nil
 }

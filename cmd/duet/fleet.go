@@ -14,15 +14,27 @@ import (
 	"github.com/duet-serve/duet/workers/sim"
 )
 
-// cacheSizeReader is how the fleet reads each worker's KV cache size from
-// engines that speak proto (none for TensorRT-LLM, whose iteration stats
-// are drained by every read and hold the size only after a request).
-func cacheSizeReader(proto string) workers.CacheSizeReader {
+// cacheSizeReaders says how the fleet reads a worker's KV cache size, by
+// the worker's engine, under protocol proto: vLLM and SGLang workers (and
+// command or sim workers speaking their protocols) report it their
+// engine's way; a sim speaking TensorRT-LLM's protocol in its own metrics.
+// TensorRT-LLM reports none the fleet can read: its iteration stats are
+// drained by every read and hold the size only after a request.
+func cacheSizeReaders(proto string) func(engine string) workers.CacheSizeReader {
+	var engineWay workers.CacheSizeReader
 	a, err := adapters.ByName(proto)
 	if r, ok := a.(protocol.CacheSizeReporter); err == nil && ok {
-		return workers.CacheSizeReader{Path: r.CacheSizePath(), Parse: r.ParseCacheSize}
+		engineWay = workers.CacheSizeReader{Path: r.CacheSizePath(), Parse: r.ParseCacheSize}
 	}
-	return workers.CacheSizeReader{}
+	simWay := engineWay
+	if simWay.Path == "" {
+		simWay = workers.CacheSizeReader{Path: sim.CacheSizePath, Parse: sim.ParseCacheSize}
+	}
+	byEngine := map[string]workers.CacheSizeReader{workers.EngineSim: simWay, workers.EngineCommand: engineWay}
+	if proto == workers.EngineVLLM || proto == workers.EngineSGLang {
+		byEngine[proto] = engineWay
+	}
+	return func(engine string) workers.CacheSizeReader { return byEngine[engine] }
 }
 
 // members turns a fleet snapshot into router membership: every worker not

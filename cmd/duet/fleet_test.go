@@ -36,3 +36,31 @@ func TestMembersLeaveOutRemovedWorkers(t *testing.T) {
 		{ID: "gen-0", URL: "http://127.0.0.1:8200", Role: disagg.RoleGeneration, Healthy: true},
 	}, members(ws, "trtllm"))
 }
+
+func TestCacheSizeReadersByEngineAndProtocol(t *testing.T) {
+	simPage := []byte("duet_sim_kv_capacity_tokens{model_name=\"m\"} 448000\n")
+	vllmPage := []byte(`vllm:cache_config_info{block_size="16",num_gpu_blocks="100",engine="0"} 1.0` + "\n")
+	for _, tc := range []struct {
+		protocol, engine, path string
+		page               []byte
+		want               int64
+	}{
+		{"trtllm", workers.EngineSim, "/metrics", simPage, 448000},
+		{"trtllm", workers.EngineTRTLLM, "", nil, 0},
+		{"trtllm", workers.EngineCommand, "", nil, 0},
+		{"vllm", workers.EngineSim, "/metrics", vllmPage, 1600},
+		{"vllm", workers.EngineVLLM, "/metrics", vllmPage, 1600},
+		{"vllm", workers.EngineCommand, "/metrics", vllmPage, 1600},
+		{"sglang", workers.EngineSGLang, "/get_server_info", []byte(`{"max_total_num_tokens":5000}`), 5000},
+		{"sglang", workers.EngineSim, "/get_server_info", []byte(`{"max_total_num_tokens":5000}`), 5000},
+	} {
+		r := cacheSizeReaders(tc.protocol)(tc.engine)
+		require.Equal(t, tc.path, r.Path, "%s under %s", tc.engine, tc.protocol)
+		if tc.path == "" {
+			continue
+		}
+		n, err := r.Parse(tc.page)
+		require.NoError(t, err, "%s under %s", tc.engine, tc.protocol)
+		require.Equal(t, tc.want, n, "%s under %s", tc.engine, tc.protocol)
+	}
+}

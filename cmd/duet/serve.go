@@ -58,7 +58,7 @@ func runServe(ctx context.Context, cfg Config, log *zap.Logger) error {
 	}
 	defer stopDebug()
 	fleet, err := workers.New(cfg.Fleet, workers.Options{SimProtocol: cfg.Orchestrator.Protocol, Logger: log.Named("fleet"),
-		CacheSize: cacheSizeReader(cfg.Orchestrator.Protocol)})
+		CacheSize: cacheSizeReaders(cfg.Orchestrator.Protocol)})
 	if err != nil {
 		return err
 	}

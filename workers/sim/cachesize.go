@@ -1,9 +1,12 @@
 package sim
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"strconv"
 
 	"github.com/valyala/fasthttp"
 )
@@ -11,10 +14,36 @@ import (
 // The simulator reports its KV cache size the way the engine whose
 // protocol it speaks does, so that duet's fleet reads it as it would from
 // that engine. TensorRT-LLM reports it only in drained iteration stats,
-// and the simulator does not report it under that protocol.
+// which the simulator does not imitate; under every protocol the
+// simulator also reports it in its own metrics (CacheSizePath).
 
 // cacheTokens is the KV cache size in tokens.
 func (c Config) cacheTokens() int64 { return int64(c.KVCapacityBlocks) * int64(c.BlockSize) }
+
+// capacityTokensMetric is the simulator's own gauge of its KV cache size.
+const capacityTokensMetric = "duet_sim_kv_capacity_tokens"
+
+// CacheSizePath is where the simulator reports its KV cache size under
+// every protocol: its metrics page (ParseCacheSize).
+const CacheSizePath = "/metrics"
+
+// ParseCacheSize reads the KV cache size, in tokens, from the simulator's
+// metrics page.
+func ParseCacheSize(page []byte) (int64, error) {
+	for line := range bytes.Lines(page) {
+		rest, ok := bytes.CutPrefix(line, []byte(capacityTokensMetric+"{"))
+		if !ok {
+			continue
+		}
+		_, value, _ := bytes.Cut(rest, []byte("} "))
+		n, err := strconv.ParseFloat(string(bytes.TrimSpace(value)), 64)
+		if err != nil || !(n >= 1 && n <= 1<<50) { // NaN fails too
+			return 0, fmt.Errorf("%s: unusable value %q", capacityTokensMetric, bytes.TrimSpace(value))
+		}
+		return int64(n), nil
+	}
+	return 0, errors.New("no " + capacityTokensMetric + " (not a duet sim?)")
+}
 
 // writeCacheConfigInfo writes vLLM's vllm:cache_config_info series: a gauge
 // of 1 whose labels are the cache config's fields rendered by Python's

@@ -42,8 +42,8 @@ func TestCacheSizeReadersByEngineAndProtocol(t *testing.T) {
 	vllmPage := []byte(`vllm:cache_config_info{block_size="16",num_gpu_blocks="100",engine="0"} 1.0` + "\n")
 	for _, tc := range []struct {
 		protocol, engine, path string
-		page               []byte
-		want               int64
+		page                   []byte
+		want                   int64
 	}{
 		{"trtllm", workers.EngineSim, "/metrics", simPage, 448000},
 		{"trtllm", workers.EngineTRTLLM, "", nil, 0},

@@ -10,10 +10,10 @@
 #        default 1024 = 32k tokens, so the sessions' working set does not fit), PORT (default 18700),
 #        BENCH_ARGS (replaces the workload flags below), ORCH (extra orchestrator keys, YAML flow
 #        style, e.g. "max_local_prefill_tokens: 512"), QUEUE (the queue section, YAML flow mapping,
-#        default "{enabled: false}"), ROUTER (extra router keys, e.g. "spill_margin_tokens: 0";
-#        kv_blocks_per_worker defaults to CTX_KV_BLOCKS, in the sims' 32-token blocks: set it here
-#        too if you change tokens_per_block; runs before 2026-11-26 left it at 14000, so their
-#        kv-aware and conversation results are not comparable with later ones),
+#        default "{enabled: false}"), ROUTER (extra router keys, e.g. "spill_margin_tokens: 0"; the
+#        router learns each sim's KV cache size from the sim; runs before 2026-11-26 left the router
+#        believing 14000-block caches, so their kv-aware and conversation results are not comparable
+#        with later ones),
 #        SUFFIX (appended to every run's label).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -36,9 +36,6 @@ source scripts/routing-workload.sh
 source scripts/fleet-metrics.sh
 read -r -a WORKLOAD <<<"$(echo ${BENCH_ARGS:-$ROUTING_WORKLOAD})"
 
-# The router is told the ctx workers' cache size (as duet replay tells it), unless ROUTER says it.
-ROUTER_KEYS="kv_blocks_per_worker: $CTX_KV_BLOCKS${ROUTER:+, $ROUTER}"
-[[ "$ROUTER" == *kv_blocks_per_worker* ]] && ROUTER_KEYS=$ROUTER
 
 make -s build
 mkdir -p "$OUT"
@@ -51,7 +48,7 @@ serve_config() { # $1 policy
   cat >"$WORK/duet.yaml" <<YAML
 log: {level: warn}
 server: {host: 127.0.0.1, port: $PORT}
-router: {policy: $1, $ROUTER_KEYS}
+router: {policy: $1${ROUTER:+, $ROUTER}}
 orchestrator: {protocol: trtllm${ORCH:+, $ORCH}}
 queue: $QUEUE
 fleet:

@@ -16,8 +16,8 @@ RUNS=${1:-2}
 POLICIES=${2:-"round-robin least-load consistent-hash kv-aware conversation"}
 OUT=${OUT:-artifacts/validate-replay}
 CTX_KV_BLOCKS=${CTX_KV_BLOCKS:-1024}
-# The live router is told the ctx cache size, as the replay tells it (a deployment's config would).
-export PORT=${PORT:-18900} CTX_KV_BLOCKS ROUTER="kv_blocks_per_worker: $CTX_KV_BLOCKS"
+# The live router learns the ctx sims' cache size from them; the replay's modelled workers report it too.
+export PORT=${PORT:-18900} CTX_KV_BLOCKS
 FLEET=(--num-ctx 4 --num-gen 4 --ctx-kv-blocks "$CTX_KV_BLOCKS")
 # shellcheck source=scripts/routing-workload.sh
 source scripts/routing-workload.sh

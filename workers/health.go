@@ -25,24 +25,31 @@ func newProber(timeout time.Duration) *prober {
 
 // check probes url once; nil means healthy.
 func (p *prober) check(ctx context.Context, url string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	body, err := p.fetch(ctx, url)
 	if err != nil {
 		return err
 	}
-	resp, err := p.client.Do(req)
-	if err != nil {
-		return err
-	}
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET %s: %s", url, resp.Status)
-	}
-	return nil
+	_, _ = io.Copy(io.Discard, io.LimitReader(body, 64<<10))
+	return body.Close()
 }
 
 // get fetches url and returns its 200 body, of at most limit bytes.
 func (p *prober) get(ctx context.Context, url string, limit int64) ([]byte, error) {
+	body, err := p.fetch(ctx, url)
+	if err != nil {
+		return nil, err
+	}
+	defer body.Close()
+	b, err := io.ReadAll(io.LimitReader(body, limit+1))
+	if err == nil && int64(len(b)) > limit {
+		err = fmt.Errorf("GET %s: body longer than %d bytes", url, limit)
+	}
+	return b, err
+}
+
+// fetch GETs url; a status other than 200 is an error. The caller closes
+// the body.
+func (p *prober) fetch(ctx context.Context, url string) (io.ReadCloser, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return nil, err
@@ -51,18 +58,11 @@ func (p *prober) get(ctx context.Context, url string, limit int64) ([]byte, erro
 	if err != nil {
 		return nil, err
 	}
-	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("%s", resp.Status)
+		resp.Body.Close()
+		return nil, fmt.Errorf("GET %s: %s", url, resp.Status)
 	}
-	body, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(body)) > limit {
-		return nil, fmt.Errorf("body longer than %d bytes", limit)
-	}
-	return body, nil
+	return resp.Body, nil
 }
 
 // healthLoop runs checkHealth every HealthInterval until ctx is done. It is

@@ -55,7 +55,7 @@ func (f *Fleet) readCacheSize(ctx context.Context, s *WorkerSpec) (int64, error)
 		err = fmt.Errorf("reported a KV cache of %d tokens", n)
 	}
 	if err != nil {
-		return 0, fmt.Errorf("GET %s%s: %w", s.URL, r.Path, err)
+		return 0, fmt.Errorf("KV cache size of %s: %w", s.Name, err)
 	}
 	return n, nil
 }

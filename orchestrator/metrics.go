@@ -105,8 +105,8 @@ func newMetrics(reg prometheus.Registerer, r *router.Router, up *upstream) (*met
 	return m, nil
 }
 
-// workerCollector reports every worker's load, in-flight leases, health and
-// pinned sessions, and the router's counters, at scrape time, so workers
+// workerCollector reports every worker's load, in-flight leases, health,
+// pinned sessions and assumed KV cache size, and the router's counters, at scrape time, so workers
 // that come and go need no bookkeeping.
 type workerCollector struct{ router *router.Router }
 
@@ -119,6 +119,9 @@ var (
 		"1 when the worker passed its last health check.", []string{"worker", "role"}, nil)
 	workerSessionsDesc = prometheus.NewDesc("duet_worker_sessions",
 		"Conversations pinned to a worker.", []string{"worker", "role"}, nil)
+	workerCacheDesc = prometheus.NewDesc("duet_worker_kv_cache_tokens",
+		"The KV cache the router assumes a worker has, in tokens; source: worker (it reported it), config (kv_blocks_per_worker) or default.",
+		[]string{"worker", "role", "source"}, nil)
 	workerEjectionsDesc = prometheus.NewDesc("duet_worker_ejections_total",
 		"Times passive health took a worker out of routing after a connect error or 5xx answers.", []string{"worker", "role"}, nil)
 	sessionsDesc  = prometheus.NewDesc("duet_router_sessions", "Live sessions in the router's table.", nil, nil)
@@ -133,6 +136,7 @@ func (c *workerCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- workerInFlightDesc
 	ch <- workerHealthyDesc
 	ch <- workerSessionsDesc
+	ch <- workerCacheDesc
 	ch <- workerEjectionsDesc
 	ch <- sessionsDesc
 	ch <- breaksDesc
@@ -152,6 +156,8 @@ func (c *workerCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(workerInFlightDesc, prometheus.GaugeValue, float64(ep.InFlight()), ep.ID, role)
 		ch <- prometheus.MustNewConstMetric(workerHealthyDesc, prometheus.GaugeValue, healthy, ep.ID, role)
 		ch <- prometheus.MustNewConstMetric(workerSessionsDesc, prometheus.GaugeValue, float64(sessions[ep.ID]), ep.ID, role)
+		cacheTokens, cacheSource := c.router.CacheSize(ep)
+		ch <- prometheus.MustNewConstMetric(workerCacheDesc, prometheus.GaugeValue, float64(cacheTokens), ep.ID, role, cacheSource)
 		ch <- prometheus.MustNewConstMetric(workerEjectionsDesc, prometheus.CounterValue, float64(ep.Ejections()), ep.ID, role)
 	}
 	ch <- prometheus.MustNewConstMetric(sessionsDesc, prometheus.GaugeValue, float64(c.router.Sessions()))

@@ -254,6 +254,7 @@ func TestServeEveryProtocol(t *testing.T) {
 				metrics := readAll(t, resp)
 				require.Contains(t, metrics, `duet_requests_total{endpoint="chat",status="200"}`)
 				require.Contains(t, metrics, `duet_worker_healthy`)
+				require.Contains(t, metrics, `duet_worker_kv_cache_tokens{role="context",source="worker",worker="ctx-0"} 384000`)
 			})
 			d.requireIdle(t)
 		})

@@ -114,13 +114,19 @@ type Context struct {
 	Created    int64
 }
 
+// MaxCacheTokens bounds a believable KV cache size (2^50 tokens): a
+// CacheSizeReporter rejects more, so that a garbled value cannot overflow
+// a product.
+const MaxCacheTokens = 1 << 50
+
 // CacheSizeReporter is implemented by the adapters of engines that report
 // their KV cache size over HTTP, which the fleet reads when a worker comes
 // up so that the router sizes its cache model by it.
 type CacheSizeReporter interface {
 	// CacheSizePath is the path to GET for the size.
 	CacheSizePath() string
-	// ParseCacheSize returns the size in tokens (> 0) from the 200 body of
-	// that GET, or an error saying why the body holds none.
+	// ParseCacheSize returns the size in tokens, in (0, MaxCacheTokens],
+	// from the 200 body of that GET, or an error saying why the body holds
+	// none.
 	ParseCacheSize(body []byte) (int64, error)
 }

@@ -27,10 +27,6 @@ type serverInfo struct {
 	} `json:"internal_states"`
 }
 
-// maxCacheTokens bounds a believable KV cache size (2^50 tokens), so that
-// a garbled value cannot overflow a product.
-const maxCacheTokens = 1 << 50
-
 var _ protocol.CacheSizeReporter = (*Adapter)(nil)
 
 // CacheSizePath is where an SGLang server reports its KV cache size. Newer
@@ -55,7 +51,7 @@ func (*Adapter) ParseCacheSize(body []byte) (int64, error) {
 	if info.DPSize != nil && *info.DPSize > 1 {
 		ranks = *info.DPSize
 	}
-	if perRank <= 0 || perRank > maxCacheTokens/ranks {
+	if perRank <= 0 || perRank > protocol.MaxCacheTokens/ranks {
 		return 0, fmt.Errorf("server info has max_total_num_tokens %d", perRank)
 	}
 	return perRank * ranks, nil
@@ -70,7 +66,7 @@ func (info *serverInfo) rankCapacities() int64 {
 			return 0
 		}
 		n := *st.MemoryUsage.TokenCapacity
-		if n <= 0 || n > maxCacheTokens-total {
+		if n <= 0 || n > protocol.MaxCacheTokens-total {
 			return 0
 		}
 		total += n

@@ -45,16 +45,12 @@ func (*Adapter) ParseCacheSize(page []byte) (int64, error) {
 	for _, labels := range series {
 		blocks, okBlocks := positive(labels["num_gpu_blocks"])
 		size, okSize := positive(labels["block_size"])
-		if okBlocks && okSize && blocks <= maxCacheTokens/size {
+		if okBlocks && okSize && blocks <= protocol.MaxCacheTokens/size {
 			return blocks * size, nil
 		}
 	}
 	return 0, fmt.Errorf("%s has no usable num_gpu_blocks and block_size (num_gpu_blocks=%q)", cacheInfoMetric, series[0]["num_gpu_blocks"])
 }
-
-// maxCacheTokens bounds a believable KV cache size (2^50 tokens), so that
-// a garbled label cannot overflow a product.
-const maxCacheTokens = 1 << 50
 
 // perEngineTokens sums kv_cache_size_tokens over the distinct engines; 0
 // when no series has a usable value.
@@ -67,15 +63,15 @@ func perEngineTokens(series []map[string]string) int64 {
 			continue
 		}
 		seen[labels["engine"]] = true
-		total = min(total+n, maxCacheTokens)
+		total = min(total+n, protocol.MaxCacheTokens)
 	}
 	return total
 }
 
-// positive parses a label value as a count in (0, maxCacheTokens].
+// positive parses a label value as a count in (0, protocol.MaxCacheTokens].
 func positive(v string) (int64, bool) {
 	n, err := strconv.ParseInt(v, 10, 64)
-	return n, err == nil && n > 0 && n <= maxCacheTokens
+	return n, err == nil && n > 0 && n <= protocol.MaxCacheTokens
 }
 
 // cacheInfoSeries returns the label sets of the page's cacheInfoMetric

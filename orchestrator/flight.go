@@ -63,9 +63,10 @@ func (f *flight) startAttempt(pair *router.Pair) {
 	f.ctxRan, f.genRan, f.cachedTokens, f.outputTokens, f.ctxDur, f.genDur, f.ttft = false, false, 0, 0, 0, 0, 0
 }
 
-// prefillOver refunds the ctx lease: the ctx worker is done with the
+// prefillOver refunds the ctx lease and tells the router what the context
+// phase left in the ctx worker's cache: the ctx worker is done with the
 // request (or there was no context phase).
-func (f *flight) prefillOver() { f.pair.Ctx.Release() }
+func (f *flight) prefillOver() { f.pair.ContextDone(f.ctxRan, f.cachedTokens) }
 
 // abandonAttempt gives back the current attempt's pair after it failed: the
 // router learns nothing from it.

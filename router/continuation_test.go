@@ -301,31 +301,23 @@ func TestBlockTableWriter(t *testing.T) {
 }
 
 // A sticky turn weighs how much of its prefix its ctx worker is expected to
-// hold still: LRU keeps it until the tokens computed since fill what the KV
-// of the requests in flight there leaves free.
+// hold still: LRU keeps it while the tokens touched there since leave room
+// for it.
 func TestSpillWeighsThePrefixTheWorkerMayHaveEvicted(t *testing.T) {
 	for _, tc := range []struct {
-		name                    string
-		computedSince, inFlight int
-		spill                   bool
+		name          string
+		computedSince int
+		spill         bool
 	}{
-		{"nothing since", 0, 0, false},            // 60 + 4 uncached <= 44 + 40 recomputed
-		{"half a cache since", 50, 0, false},      // 50 more fit beside a's 40: all 40 held still
-		{"and 30 tokens in flight", 50, 30, true}, // (100-50)/80 of 40, in full blocks: 24; 60 + 20 > 44 + 24
+		{"nothing since", 0, false},       // 60 + 4 uncached <= 44 + 40 recomputed
+		{"half a cache since", 50, false}, // 50 more leave room for a's 40: all held still
+		{"70 tokens since", 70, true},     // 30 of 40 held, in full blocks 28: 60 + 16 > 44 + 28
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := fleet(2, 2)
 			r, _ := convRouter(t, p, func(c *Config) { c.KVBlocksPerWorker = 25 }) // 100 tokens
 			home := route(t, r, req("a", tokens(0, 40))).Ctx.Endpoint()
 			busy := otherThan(p.Available(disagg.RoleContext), home)[0].Acquire(1_000_000)
-			if tc.inFlight > 0 { // its context phase over, its KV not yet pulled
-				c, err := r.Route(req("c", tokens(9000, tc.inFlight)))
-				require.NoError(t, err)
-				require.Equal(t, home, c.Ctx.Endpoint())
-				c.Ctx.Release()
-				defer c.Done(Outcome{ReportedCached: -1})
-				defer c.Release()
-			}
 			if tc.computedSince > 0 {
 				require.Equal(t, home, route(t, r, req("b", tokens(5000, tc.computedSince))).Ctx.Endpoint())
 			}
@@ -341,33 +333,39 @@ func TestSpillWeighsThePrefixTheWorkerMayHaveEvicted(t *testing.T) {
 
 // A sticky turn charges its ctx worker the tokens it is expected to compute
 // there: the prompt less what the worker is expected to hold still. It
-// still reports all the worker held.
+// still reports all the worker held. The cache's clock moves when a context
+// phase ends, and counts the cached tokens other requests touched at half.
 func TestStickyTurnChargesWhatTheWorkerIsExpectedToCompute(t *testing.T) {
 	p := fleet(2, 2)
 	r, _ := convRouter(t, p, func(c *Config) { c.KVBlocksPerWorker = 25 }) // 100 tokens
 	home := route(t, r, req("a", tokens(0, 40))).Ctx.Endpoint()
 	busy := otherThan(p.Available(disagg.RoleContext), home)[0].Acquire(1_000_000)
 	defer busy.Release()
-	c, err := r.Route(req("c", tokens(9000, 30)))
+	c, err := r.Route(req("c", cat(tokens(0, 20), tokens(9000, 10)))) // a new conversation on home
 	require.NoError(t, err)
-	c.Ctx.Release()
+	require.Equal(t, home, c.Ctx.Endpoint())
+	c.ContextDone(true, 20) // 10 computed, 20 cached: 20 touched; the request is still in flight
 	require.Equal(t, home, route(t, r, req("b", tokens(5000, 50))).Ctx.Endpoint())
 
 	next, err := r.Route(req("a", tokens(0, 44)))
 	require.NoError(t, err)
 	require.Equal(t, DecisionSticky, next.Decision)
 	require.Equal(t, 40, next.CtxCached)
-	require.Equal(t, int64(44-24), next.Ctx.Tokens(), "24 of the 40 tokens expected held still")
-	next.Release()
-	next.Done(Outcome{CtxRan: true, ReportedCached: 40})
-	c.Release()
-	c.Done(Outcome{ReportedCached: -1})
-
+	require.Equal(t, int64(44-28), next.Ctx.Tokens(), "70 touched since: 30 of the 40 held still, 28 in full blocks")
+	next.ContextDone(true, 40)
 	again, err := r.Route(req("a", tokens(0, 48)))
 	require.NoError(t, err)
-	require.Equal(t, int64(48-44), again.Ctx.Tokens(), "nothing computed since its last turn")
+	require.Equal(t, int64(48-44), again.Ctx.Tokens(), "nothing touched since its last context phase, though it has not ended")
 	again.Release()
 	again.Done(Outcome{CtxRan: true, ReportedCached: 44})
+	next.Release()
+	next.Done(Outcome{CtxRan: true, GenRan: true, ReportedCached: 40})
+	c.Release()
+	c.Done(Outcome{CtxRan: true, ReportedCached: 20})
+	r.conv.mu.Lock()
+	defer r.conv.mu.Unlock()
+	require.Equal(t, int64(40+20+50+4+20+4+22), r.conv.caches.clock(home.ID), "each context phase booked once")
+	require.Zero(t, r.conv.caches[home.ID].inFlight)
 }
 
 // Every later branch off the same document starts where it is cached, not

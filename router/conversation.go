@@ -390,8 +390,9 @@ func (c *Conversation) forgetTurnedOver(s *session) string {
 	return from
 }
 
-// cacheTurnedOver reports whether s's ctx worker has computed more than a
-// cache's worth of tokens since it prefilled s's last turn.
+// cacheTurnedOver reports whether more than a cache's worth of tokens were
+// touched on s's ctx worker since it prefilled s's last turn
+// (ctxCaches).
 func (c *Conversation) cacheTurnedOver(s *session) bool {
 	return s.ctx != "" && s.ctxHeld > 0 && c.caches.since(s.ctx, s.ctxMark) > c.cacheTokens(s.ctx)
 }
@@ -407,7 +408,7 @@ func (c *Conversation) cacheTokens(id string) int64 { return c.cfg.cacheTokens(c
 // will likely cost there. The session still reports (and the metrics
 // compare) all it held.
 func (c *Conversation) expectedHeld(s *session, held int) int64 {
-	return int64(float64(held) * c.caches.survival(s.ctx, s.ctxMark, c.cacheTokens(s.ctx)))
+	return int64(float64(held) * c.caches.survival(s.ctx, s.ctxMark, c.cacheTokens(s.ctx), held))
 }
 
 // lostLeg turns a leg placed afresh because its worker was removed into a
@@ -495,34 +496,50 @@ func (c *Conversation) occupied(ep *Endpoint, others []*Endpoint) bool {
 	return load > c.cfg.SpillMinTokens && float64(load) > c.cfg.SpillLoadFactor*meanLoad(others)
 }
 
-// done records what the pinned workers hold after a turn: only a phase that
-// ran on the pinned worker (not a spill target, not a skipped phase) puts
-// the prompt there. The ctx worker's computed tokens grow by the prompt
-// tokens it did not report cached (by those the router did not expect it
-// to hold, when it reported none: not every engine reports cached tokens),
-// and the request's KV is no longer in flight there. The session's idle
-// time starts now.
-func (c *Conversation) done(key, ctxID, genID string, promptTokens, expectedCached int, o Outcome) {
+// prefilled books a context phase that ran on ctxID for key's request of
+// promptTokens, when it ends (Pair.ContextDone): the worker's cache clock
+// advances by what it computed and found cached (ctxCaches), and when
+// ctxID is the session's pinned worker (not a spill target), the prompt
+// is what it holds for the session, touched now. reportedCached is what
+// the worker reported cached; when it reported none (not every engine
+// does), what the router expected it to hold, expectedCached.
+func (c *Conversation) prefilled(key, ctxID string, promptTokens, expectedCached, reportedCached int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	computed := 0
-	if o.CtxRan {
-		cached := o.ReportedCached
-		if cached <= 0 { // none reported (or none cached): what the router expected there
-			cached = expectedCached
-		}
-		computed = max(promptTokens-cached, 0)
+	c.bookPrefill(key, ctxID, promptTokens, expectedCached, reportedCached)
+}
+
+// bookPrefill is prefilled under c.mu.
+func (c *Conversation) bookPrefill(key, ctxID string, promptTokens, expectedCached, reportedCached int) {
+	cached := reportedCached
+	if cached <= 0 { // none reported (or none cached): what the router expected there
+		cached = expectedCached
 	}
-	c.caches.finished(ctxID, promptTokens, computed)
+	cached = min(cached, promptTokens)
+	c.caches.prefilled(ctxID, promptTokens-cached, cached)
+	if s := c.table.byKey[key]; s != nil && s.ctx == ctxID {
+		s.ctxHeld, s.ctxMark = promptTokens, c.caches.clock(ctxID)
+	}
+}
+
+// done records the end of a turn: its KV is no longer in flight on the ctx
+// worker, the context phase is booked if ContextDone did not book it
+// (prefilled), and a generation phase that ran on the pinned gen worker
+// (not a spill target) leaves the prompt and reply there. The session's
+// idle time starts now.
+func (c *Conversation) done(key, ctxID, genID string, promptTokens, expectedCached int, o Outcome, ctxBooked bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.caches.finished(ctxID, promptTokens)
+	if o.CtxRan && !ctxBooked {
+		c.bookPrefill(key, ctxID, promptTokens, expectedCached, o.ReportedCached)
+	}
 	s := c.table.byKey[key]
 	if s == nil {
 		return
 	}
 	s.inflight = max(s.inflight-1, 0)
 	c.table.touch(s, c.now())
-	if o.CtxRan && s.ctx == ctxID {
-		s.ctxHeld, s.ctxMark = promptTokens, c.caches.clock(ctxID)
-	}
 	if o.GenRan && s.gen == genID {
 		s.genHeld = int(SaturatingAdd(promptTokens, o.OutputTokens)) // a worker's count is not trusted
 	}

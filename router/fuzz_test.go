@@ -283,6 +283,9 @@ func FuzzConversationRouting(f *testing.F) {
 			}
 			live[p.Session] = next
 			touch(p.Session)
+			if op&16 != 0 { // the context phase's end told apart from the request's
+				p.ContextDone(op&4 != 0, int(cut)-1)
+			}
 			p.Release()
 			p.Done(Outcome{CtxRan: op&4 != 0, GenRan: op&8 != 0, OutputTokens: int(ext), ReportedCached: -1})
 			if n := r.Sessions(); n != len(live) {

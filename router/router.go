@@ -62,6 +62,9 @@ type Pair struct {
 
 	promptTokens int
 	hashes       []uint64
+	// ctxBooked is set once ContextDone told the policy of the context
+	// phase (the request's owner calls ContextDone and Done in turn).
+	ctxBooked    bool
 	ctxID, genID string
 	router       *Router
 }
@@ -121,7 +124,29 @@ func (p *Pair) Done(o Outcome) {
 	if o.CtxRan && o.ReportedCached >= 0 && p.CtxCached > 0 && o.ReportedCached < p.CtxCached/2 {
 		p.router.stats.addBreak(reasonEvicted) // the pinned worker had lost most of the prefix
 	}
-	p.router.conv.done(p.Session, p.ctxID, p.genID, p.promptTokens, p.CtxCached, o)
+	p.router.conv.done(p.Session, p.ctxID, p.genID, p.promptTokens, p.CtxCached, o, p.ctxBooked)
+}
+
+// ContextDone ends the request's context phase: it refunds the ctx lease
+// and, when the phase ran on the ctx worker (ran), tells the policy now
+// what the worker computed there, the prompt less reportedCached (< 0:
+// none reported), rather than when the request ends: the worker's cache
+// changed now, and requests routed meanwhile should know. Call it once the
+// context phase is over, whatever happened (or when there was none); Done
+// then books nothing more for it. Without it (a leg detached with
+// DetachCtx), Done books the context phase.
+func (p *Pair) ContextDone(ran bool, reportedCached int) {
+	if p == nil {
+		return
+	}
+	p.Ctx.Release()
+	if !ran || p.ctxBooked {
+		return
+	}
+	p.ctxBooked = true
+	if p.router.conv != nil && p.Session != "" {
+		p.router.conv.prefilled(p.Session, p.ctxID, p.promptTokens, p.CtxCached, reportedCached)
+	}
 }
 
 // Router picks (ctx, gen) pairs from a Pool with the configured policy.

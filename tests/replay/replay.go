@@ -346,7 +346,7 @@ func (q *request) contextDone(rec int) {
 	r := q.r
 	q.ctxW.kv.Commit(q.ctxAlloc, q.simHashes)
 	q.ctxW.endRunning(r.now)
-	q.pair.Ctx.Release()
+	q.pair.ContextDone(true, q.ctxCached)
 	genHashes := q.simHashes
 	if bs := q.genW.m.BlockSize; bs != q.ctxW.m.BlockSize {
 		genHashes = tokenizer.BlockHashes(q.prompt, bs)

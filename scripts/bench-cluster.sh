@@ -90,8 +90,8 @@ orchestrator: {protocol: trtllm}
 queue: {enabled: false}
 cluster: {state: $2, redis: {address: "127.0.0.1:$REDIS_PORT"}}
 fleet:
-  context: {engine: trtllm, urls: [$(urls "$CTX_BASE" "$NCTX")]}
-  generation: {engine: trtllm, urls: [$(urls "$GEN_BASE" "$NGEN")]}
+  context: {engine: sim, urls: [$(urls "$CTX_BASE" "$NCTX")]}
+  generation: {engine: sim, urls: [$(urls "$GEN_BASE" "$NGEN")]}
 YAML
     ./bin/duet serve --config "$WORK/replica-$i.yaml" >"$WORK/replica-$i.log" 2>&1 &
     PIDS+=($!)

@@ -33,19 +33,13 @@ func (f *Fleet) wantsCacheSizeLocked(w *worker) bool {
 	return f.sizes(w.spec.Engine).Path != "" && w.kvCacheTokens == 0 && w.sizeTries < cacheSizeTries
 }
 
-// firstCacheSize reads the cache size of a worker that just passed its
-// first health check, so that it comes up with its size known; nothing
-// when its engine reports none.
-func (f *Fleet) firstCacheSize(ctx context.Context, s *WorkerSpec) (int64, error) {
-	if f.sizes(s.Engine).Path == "" {
-		return 0, nil
-	}
-	return f.readCacheSize(ctx, s)
-}
-
-// readCacheSize reads the KV cache size of the worker s.
+// readCacheSize reads the KV cache size of the worker s; nothing when its
+// engine reports none.
 func (f *Fleet) readCacheSize(ctx context.Context, s *WorkerSpec) (int64, error) {
 	r := f.sizes(s.Engine)
+	if r.Path == "" {
+		return 0, nil
+	}
 	body, err := f.probe.get(ctx, s.URL+r.Path, maxCacheSizeBody)
 	var n int64
 	if err == nil {

@@ -175,7 +175,7 @@ func (f *Fleet) checkExternal(ctx context.Context, w *worker) {
 	var size int64
 	var sizeErr error
 	if err == nil {
-		size, sizeErr = f.firstCacheSize(ctx, &w.spec)
+		size, sizeErr = f.readCacheSize(ctx, &w.spec)
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -213,7 +213,7 @@ func (f *Fleet) launch(ctx context.Context, w *worker, fresh bool) (*proc, error
 		f.setState(w, StateDown, fmt.Sprintf("start failed: %v (log %s)", err, s.LogPath), func() { w.pid = 0 })
 		return nil, serr
 	}
-	size, sizeErr := f.firstCacheSize(ctx, s)
+	size, sizeErr := f.readCacheSize(ctx, s) // before it is up, so that it comes up with its size known
 	f.setState(w, StateUp, "", func() {
 		w.probing = true
 		f.recordCacheSizeLocked(w, size, sizeErr)

@@ -9,6 +9,7 @@ import (
 	"github.com/duet-serve/duet/orchestrator/protocol"
 	"github.com/duet-serve/duet/orchestrator/protocol/adapters"
 	"github.com/duet-serve/duet/orchestrator/protocol/sglang"
+	"github.com/duet-serve/duet/orchestrator/protocol/vllm"
 	"github.com/duet-serve/duet/router"
 	"github.com/duet-serve/duet/workers"
 	"github.com/duet-serve/duet/workers/sim"
@@ -31,8 +32,11 @@ func cacheSizeReaders(proto string) func(engine string) workers.CacheSizeReader 
 		simWay = workers.CacheSizeReader{Path: sim.CacheSizePath, Parse: sim.ParseCacheSize}
 	}
 	byEngine := map[string]workers.CacheSizeReader{workers.EngineSim: simWay, workers.EngineCommand: engineWay}
-	if proto == workers.EngineVLLM || proto == workers.EngineSGLang {
-		byEngine[proto] = engineWay
+	switch proto { // the engine that speaks the protocol
+	case vllm.Name:
+		byEngine[workers.EngineVLLM] = engineWay
+	case sglang.Name:
+		byEngine[workers.EngineSGLang] = engineWay
 	}
 	return func(engine string) workers.CacheSizeReader { return byEngine[engine] }
 }

@@ -9,6 +9,8 @@ import (
 	"strconv"
 
 	"github.com/valyala/fasthttp"
+
+	"github.com/duet-serve/duet/proto/disagg"
 )
 
 // The simulator reports its KV cache size the way the engine whose
@@ -90,7 +92,7 @@ type sglangMemoryUsage struct {
 
 // handleServerInfo answers SGLang's server info request.
 func (s *Server) handleServerInfo(ctx *fasthttp.RequestCtx) {
-	mode := map[string]string{"context": "prefill", "generation": "decode"}[s.cfg.Role]
+	mode := map[string]string{string(disagg.RoleContext): "prefill", string(disagg.RoleGeneration): "decode"}[s.cfg.Role]
 	if mode == "" {
 		mode = "null" // a mixed worker: SGLang's DisaggregationMode.NULL
 	}

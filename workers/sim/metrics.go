@@ -65,8 +65,9 @@ func (m *metrics) addDuration(c *atomic.Uint64, d time.Duration) {
 	}
 }
 
-// write renders the exposition for st.
-func (m *metrics) write(w io.Writer, model string, st schedStats) {
+// write renders the exposition for st, for a worker serving model with a
+// KV cache of cacheTokens.
+func (m *metrics) write(w io.Writer, model string, cacheTokens int64, st schedStats) {
 	e := expo{w: w, labels: `model_name="` + escapeLabel(model) + `"`}
 	e.gauge("vllm:num_requests_running", "Number of requests in model execution batches.", float64(st.Running))
 	e.gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.", float64(st.Waiting))
@@ -84,6 +85,7 @@ func (m *metrics) write(w io.Writer, model string, st schedStats) {
 		e.sample("duet_sim_kv_blocks", `state="`+b.state+`"`, float64(b.n))
 	}
 	e.gauge("duet_sim_kv_capacity_blocks", "KV cache capacity in blocks.", float64(st.KV.Capacity))
+	e.gauge(capacityTokensMetric, "KV cache capacity in tokens.", float64(cacheTokens))
 	e.gauge("duet_sim_kv_pins", "Context-side KV handles waiting to be pulled.", float64(st.Pins))
 	e.counter("duet_sim_kv_pins_expired_total", "KV handles that expired before a pull.", m.pinsExpired.Load())
 	e.counter("duet_sim_kv_pulls_total", "KV handles pulled by generation workers.", m.pulls.Load())

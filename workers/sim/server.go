@@ -305,8 +305,7 @@ func (s *Server) handleHealth(ctx *fasthttp.RequestCtx) {
 
 func (s *Server) handleMetrics(ctx *fasthttp.RequestCtx) {
 	ctx.SetContentType("text/plain; version=0.0.4; charset=utf-8")
-	s.metrics.write(ctx, s.cfg.Model, s.sched.stats())
-	expo{w: ctx, labels: `model_name="` + escapeLabel(s.cfg.Model) + `"`}.gauge(capacityTokensMetric, "KV cache capacity in tokens.", float64(s.cfg.cacheTokens()))
+	s.metrics.write(ctx, s.cfg.Model, s.cfg.cacheTokens(), s.sched.stats())
 	if s.cfg.Protocol == ProtocolVLLM {
 		writeCacheConfigInfo(ctx, s.cfg)
 	}

@@ -43,14 +43,11 @@ type Conversation struct {
 	// legs do not step each other's rotation.
 	ctxTurn, genTurn atomic.Uint64
 
-	// mu guards table, index, blocks and caches (and every session in
-	// them).
+	// mu guards table, index and blocks (and every session in them).
 	mu     sync.Mutex
 	table  *sessionTable
 	index  *prefixIndex
 	blocks *blockTable
-	// caches models each ctx worker's KV cache, by worker ID.
-	caches ctxCaches
 }
 
 var _ picker = (*Conversation)(nil)
@@ -58,7 +55,7 @@ var _ picker = (*Conversation)(nil)
 func newConversation(cfg Config, now func() time.Time, stats *Stats, pool *Pool) *Conversation {
 	c := &Conversation{cfg: cfg, now: now, stats: stats, pool: pool,
 		index:  newPrefixIndex(cfg.TokensPerBlock, cfg.HashSkipCount, cfg.ContinuationSlackBlocks),
-		blocks: newBlockTable(blockTableSlots(cfg.MaxSessions)), caches: ctxCaches{}}
+		blocks: newBlockTable(blockTableSlots(cfg.MaxSessions))}
 	c.table = newSessionTable(cfg.MaxSessions, cfg.SessionTTL, func(s *session, reason string) {
 		c.index.forget(s)
 		stats.addBreak(reason)
@@ -83,7 +80,6 @@ func (c *Conversation) pick(req *Request, ctxCands, genCands []*Endpoint) choice
 		}
 	}
 	c.placeLegs(s, &ch, req, ctxCands, genCands, turnedOver)
-	c.caches.routed(ch.ctx.ID, len(req.Tokens))
 	c.table.touch(s, now)
 	s.inflight++
 	c.index.record(s, req.Tokens, req.Hashes)
@@ -274,9 +270,13 @@ func (c *Conversation) adopt(rec *SessionRecord, now time.Time) *session {
 	ctx, gen := c.idOf(rec.Ctx), c.idOf(rec.Gen)
 	c.table.pin(s, ctx, gen)
 	s.ctxHeld, s.genHeld = rec.CtxHeld, rec.GenHeld
-	// The store does not say when the turn ran; counted from now, the ctx
-	// worker's turnover is measured on this replica's traffic alone.
-	s.ctxMark = c.caches.clock(ctx)
+	// The mark is a reading of the ctx worker's cache clock, which every
+	// replica reads the same (Endpoint.CacheClock); a record that has none
+	// (an older duet's) is counted from now.
+	s.ctxMark = c.clock(ctx)
+	if rec.CtxMark > 0 {
+		s.ctxMark = rec.CtxMark
+	}
 	s.ctxLost, s.genLost = ctx == "" && rec.Ctx != "", gen == "" && rec.Gen != ""
 	c.index.put(s, rec.End, rec.EndDepth, rec.TailLen, rec.TailHash)
 	return s
@@ -307,7 +307,7 @@ func (c *Conversation) save(s *session) {
 		return
 	}
 	c.shared.Save(SessionRecord{Key: s.key, Ctx: c.identityOf(s.ctx), Gen: c.identityOf(s.gen),
-		CtxHeld: s.ctxHeld, GenHeld: s.genHeld, End: s.endHash, EndDepth: s.endDepth,
+		CtxHeld: s.ctxHeld, CtxMark: s.ctxMark, GenHeld: s.genHeld, End: s.endHash, EndDepth: s.endDepth,
 		TailLen: s.promptLen - s.endDepth*c.cfg.TokensPerBlock, TailHash: s.tailHash})
 }
 
@@ -392,24 +392,36 @@ func (c *Conversation) forgetTurnedOver(s *session) string {
 
 // cacheTurnedOver reports whether more than a cache's worth of tokens were
 // touched on s's ctx worker since it prefilled s's last turn
-// (ctxCaches).
+// (ctxcache.go).
 func (c *Conversation) cacheTurnedOver(s *session) bool {
-	return s.ctx != "" && s.ctxHeld > 0 && c.caches.since(s.ctx, s.ctxMark) > c.cacheTokens(s.ctx)
+	return s.ctx != "" && s.ctxHeld > 0 && c.since(s) > c.cacheTokens(s.ctx)
 }
 
 // cacheTokens is ctx worker id's KV cache in tokens (Config.cacheTokens).
 func (c *Conversation) cacheTokens(id string) int64 { return c.cfg.cacheTokens(c.pool.Get(id)) }
 
 // expectedHeld is how many of held tokens, which s's ctx worker held after
-// s's last turn there, it is expected to hold still (ctxCaches.survival).
+// s's last turn there, it is expected to hold still (survival).
 // Spill decisions and the ctx lease weigh this, so a session whose worker
 // has churned through most of its cache neither waits behind that worker's
 // backlog for a prefix it has likely lost nor hides the full prefill it
 // will likely cost there. The session still reports (and the metrics
 // compare) all it held.
 func (c *Conversation) expectedHeld(s *session, held int) int64 {
-	return int64(float64(held) * c.caches.survival(s.ctx, s.ctxMark, c.cacheTokens(s.ctx), held))
+	return int64(float64(held) * survival(c.since(s), c.cacheTokens(s.ctx), held))
 }
+
+// clock reads ctx worker id's cache clock (0 for a worker not in the pool).
+func (c *Conversation) clock(id string) int64 {
+	if ep := c.pool.Get(id); ep != nil {
+		return ep.CacheClock()
+	}
+	return 0
+}
+
+// since is how many tokens were touched on s's ctx worker since s's last
+// context phase there (never less than 0).
+func (c *Conversation) since(s *session) int64 { return max(c.clock(s.ctx)-s.ctxMark, 0) }
 
 // lostLeg turns a leg placed afresh because its worker was removed into a
 // re-pin: the session had a pinned worker there.
@@ -498,7 +510,7 @@ func (c *Conversation) occupied(ep *Endpoint, others []*Endpoint) bool {
 
 // prefilled books a context phase that ran on ctxID for key's request of
 // promptTokens, when it ends (Pair.ContextDone): the worker's cache clock
-// advances by what it computed and found cached (ctxCaches), and when
+// advances by what it computed and found cached (ctxcache.go), and when
 // ctxID is the session's pinned worker (not a spill target), the prompt
 // is what it holds for the session, touched now. reportedCached is what
 // the worker reported cached; when it reported none (not every engine
@@ -516,21 +528,23 @@ func (c *Conversation) bookPrefill(key, ctxID string, promptTokens, expectedCach
 		cached = expectedCached
 	}
 	cached = min(cached, promptTokens)
-	c.caches.prefilled(ctxID, promptTokens-cached, cached)
+	ep := c.pool.Get(ctxID)
+	if ep == nil { // removed meanwhile: its sessions were unpinned
+		return
+	}
+	ep.TouchCache(touched(promptTokens-cached, cached))
 	if s := c.table.byKey[key]; s != nil && s.ctx == ctxID {
-		s.ctxHeld, s.ctxMark = promptTokens, c.caches.clock(ctxID)
+		s.ctxHeld, s.ctxMark = promptTokens, ep.CacheClock()
 	}
 }
 
-// done records the end of a turn: its KV is no longer in flight on the ctx
-// worker, the context phase is booked if ContextDone did not book it
-// (prefilled), and a generation phase that ran on the pinned gen worker
+// done records the end of a turn: the context phase is booked if
+// ContextDone did not book it (prefilled), and a generation phase that ran on the pinned gen worker
 // (not a spill target) leaves the prompt and reply there. The session's
 // idle time starts now.
 func (c *Conversation) done(key, ctxID, genID string, promptTokens, expectedCached int, o Outcome, ctxBooked bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.caches.finished(ctxID, promptTokens)
 	if o.CtxRan && !ctxBooked {
 		c.bookPrefill(key, ctxID, promptTokens, expectedCached, o.ReportedCached)
 	}
@@ -555,7 +569,6 @@ func (c *Conversation) workersChanged(present map[string]bool) {
 			c.stats.addBreakN(reasonWorkerGone, c.table.workerGone(w))
 		}
 	}
-	c.caches.keep(present)
 }
 
 // sessionsPerWorker counts pinned sessions by worker ID.

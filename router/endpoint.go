@@ -35,6 +35,8 @@ type Endpoint struct {
 	// kvCacheTokens is the KV cache the worker reported, in tokens; 0:
 	// none reported.
 	kvCacheTokens atomic.Int64
+	// clock is the worker's KV cache clock (cacheclock.go).
+	clock cacheClock
 
 	// Passive health (outlier.go).
 	ejectedUntil atomic.Int64 // unix nanoseconds; out of routing before it

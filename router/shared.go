@@ -38,7 +38,11 @@ type SessionRecord struct {
 	Key      string
 	Ctx, Gen string // pinned worker identities; "" when the leg is not pinned
 	CtxHeld  int    // tokens the ctx worker prefilled for the session last turn
-	GenHeld  int    // tokens the gen worker held at the end of last turn
+	// CtxMark is the ctx worker's cache clock (Endpoint.CacheClock) when
+	// that turn's context phase ended; 0 when unknown (the clock has moved
+	// by then).
+	CtxMark int64
+	GenHeld int // tokens the gen worker held at the end of last turn
 	// The previous prompt, as the prefix index keeps it: the chained hash
 	// of its last full block (0 when it is shorter than a block), its
 	// number of full blocks, and the length and hash of the tokens after

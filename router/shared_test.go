@@ -19,9 +19,32 @@ type memStore struct {
 	down  bool
 	slow  bool // calls fail, but the store is not known to be down
 	finds int
+	// clocks are the workers' cache clocks by identity, summed over the
+	// replicas (syncClocks).
+	clocks map[string]int64
 }
 
-func newMemStore() *memStore { return &memStore{recs: map[string]SessionRecord{}} }
+func newMemStore() *memStore {
+	return &memStore{recs: map[string]SessionRecord{}, clocks: map[string]int64{}}
+}
+
+// syncClocks does what the Redis store's syncs do with the replicas' cache
+// clocks, as if every replica synced twice: each adds what it booked to
+// the total, and then reads the total.
+func (m *memStore) syncClocks(rs ...*Router) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, r := range rs {
+		for _, ep := range r.pool.All() {
+			m.clocks[ep.Identity()] += ep.TakeCacheTouches()
+		}
+	}
+	for _, r := range rs {
+		for _, ep := range r.pool.All() {
+			ep.CacheTouchesSynced(m.clocks[ep.Identity()])
+		}
+	}
+}
 
 func (m *memStore) Find(key string, ends []uint64) ([]SessionRecord, error) {
 	m.mu.Lock()
@@ -270,12 +293,45 @@ func TestSharedSessionTakenOverIsNotTurnedOver(t *testing.T) {
 	for i := 0; i < 6; i++ { // replica 1 computes far more than a cache's worth on every worker
 		route(t, rs[1], req(fmt.Sprint("warm", i), tokens(5000+100*i, 40)))
 	}
+	store.syncClocks(rs...)
 	first := route(t, rs[0], req("conv", tokens(0, 20)))
+	store.syncClocks(rs...)
 	second := route(t, rs[1], req("conv", tokens(0, 28)))
 	require.Equal(t, DecisionSticky, second.Decision)
 	require.Equal(t, urls(first), urls(second))
 	require.Equal(t, 20, second.CtxCached)
 	require.Zero(t, breakCount(rs[1], reasonTurnover))
+}
+
+// Turnover counts every replica's traffic (bench-cluster found each replica
+// counting only its own): a session whose ctx worker the replicas sent a
+// cache's worth since its last turn is placed afresh, also on a replica
+// that did not route that turn.
+func TestSharedTurnoverCountsEveryReplicasTraffic(t *testing.T) {
+	store := newMemStore()
+	rs := replicas(t, 3, store)
+	for _, r := range rs {
+		r.cfg.KVBlocksPerWorker = 10 // 40 tokens
+		r.conv.cfg.KVBlocksPerWorker = 10
+	}
+	first := route(t, rs[0], req("conv", tokens(0, 20)))
+	store.syncClocks(rs...)
+	home := first.Ctx.Endpoint().Identity()
+	for i := 1; i <= 2; i++ { // each of the others sends the worker 30 tokens: 60 in all
+		busy := []*Lease{}
+		for _, ep := range rs[i].pool.Available(disagg.RoleContext) {
+			if ep.Identity() != home {
+				busy = append(busy, ep.Acquire(1_000_000))
+			}
+		}
+		require.Equal(t, home, route(t, rs[i], req(fmt.Sprint("other", i), tokens(5000*i, 30))).Ctx.Endpoint().Identity())
+		for _, l := range busy {
+			l.Release()
+		}
+	}
+	store.syncClocks(rs...)
+	next := route(t, rs[2], req("conv", tokens(0, 28))) // the session's mark comes with it
+	require.Equal(t, uint64(1), breakCount(rs[2], reasonTurnover), "the 60 tokens since its mark count: %s", next.Decision)
 }
 
 // With the store down, a session with an id goes where rendezvous hashing

@@ -178,6 +178,58 @@ func TestFindReadsTheOthersLoad(t *testing.T) {
 	require.Equal(t, int64(70), b.pool.Get("ctx-0").Load(), "the routing call brings the others' load")
 }
 
+// Every replica reads the ctx workers' cache clocks as the sum of all
+// replicas' bookings; gen workers have none.
+func TestCacheClocksAreSharedAcrossReplicas(t *testing.T) {
+	srv := redistest.Start(t)
+	a, b := newReplica(t, srv.Addr(), time.Minute), newReplica(t, srv.Addr(), time.Minute)
+	a.pool.Get("ctx-0").TouchCache(100)
+	b.pool.Get("ctx-0").TouchCache(30)
+	a.syncNow()
+	b.syncNow()
+	require.Equal(t, int64(130), b.pool.Get("ctx-0").CacheClock())
+	require.Equal(t, int64(100), a.pool.Get("ctx-0").CacheClock(), "a has not synced since b booked")
+	a.syncNow()
+	require.Equal(t, int64(130), a.pool.Get("ctx-0").CacheClock())
+	a.syncNow()
+	require.Equal(t, int64(130), a.pool.Get("ctx-0").CacheClock(), "each booking is added once")
+
+	fields, err := a.store.client.HKeys(context.Background(), "duet:clock").Result()
+	require.NoError(t, err)
+	require.Equal(t, []string{"http://127.0.0.1:9100"}, fields, "only ctx workers have clocks")
+}
+
+// While Redis is down a replica's clock counts its own bookings, which
+// reach the store once it is back; a store that lost its count (restarted
+// empty) never sets a clock back.
+func TestCacheClockAcrossAnOutage(t *testing.T) {
+	srv := redistest.Start(t)
+	a, b := newReplica(t, srv.Addr(), time.Minute), newReplica(t, srv.Addr(), time.Minute)
+	b.pool.Get("ctx-0").TouchCache(1000)
+	b.syncNow()
+	a.syncNow()
+	ctx := a.pool.Get("ctx-0")
+	require.Equal(t, int64(1000), ctx.CacheClock())
+
+	srv.Stop()
+	ctx.TouchCache(50)
+	a.syncNow() // fails: the 50 stay to be sent
+	require.False(t, a.store.Up())
+	require.Equal(t, int64(1050), ctx.CacheClock())
+
+	srv.Restart() // empty
+	a.syncNow()
+	require.True(t, a.store.Up())
+	require.Equal(t, int64(1050), ctx.CacheClock(), "the 50 counted once, the lost 1000 still")
+	total, err := a.store.client.HGet(context.Background(), "duet:clock", "http://127.0.0.1:9100").Int64()
+	require.NoError(t, err)
+	require.Equal(t, int64(50), total, "sent after the outage")
+	b.pool.Get("ctx-0").TouchCache(7)
+	b.syncNow()
+	a.syncNow()
+	require.Equal(t, int64(1057), ctx.CacheClock())
+}
+
 func TestLoadChangeIsSignalled(t *testing.T) {
 	p := newReplica(t, "127.0.0.1:1", time.Minute).pool
 	l := p.Get("ctx-0").Acquire(1)
@@ -287,11 +339,18 @@ func TestPublishWorkerWhileDown(t *testing.T) {
 }
 
 func TestRecordRoundTrip(t *testing.T) {
-	rec := router.SessionRecord{Key: "k", Ctx: "http://a:1", Gen: "", CtxHeld: 1, GenHeld: 2, End: 1<<64 - 1, EndDepth: 3, TailLen: 31, TailHash: 42}
+	rec := router.SessionRecord{Key: "k", Ctx: "http://a:1", Gen: "", CtxHeld: 1, CtxMark: 1 << 40, GenHeld: 2,
+		End: 1<<64 - 1, EndDepth: 3, TailLen: 31, TailHash: 42}
 	got, err := decodeRecord("k", encodeRecord(rec))
 	require.NoError(t, err)
 	require.Equal(t, rec, got)
-	for _, bad := range []string{"", "2\na\nb\n1\n2\n3\n4\n5\n6", "1\na\nb\nx\n2\n3\n4\n5\n6", "1\na\nb\n1\n2\n3\n4\n5"} {
+	got, err = decodeRecord("k", "1\nhttp://a:1\n\n1\n2\nffffffffffffffff\n3\n31\n2a") // an older duet's
+	require.NoError(t, err)
+	rec.CtxMark = 0 // unknown
+	require.Equal(t, rec, got)
+	for _, bad := range []string{"", "3\na\nb\n1\n2\n3\n4\n5\n6\n7", "2\na\nb\n1\n2\n3\n4\n5\n6",
+		"1\na\nb\n1\n2\n3\n4\n5\n6\n7", "2\na\nb\n1\n2\n3\n4\n5\n6\nx",
+		"1\na\nb\nx\n2\n3\n4\n5\n6", "1\na\nb\n1\n2\n3\n4\n5"} {
 		_, err := decodeRecord("k", bad)
 		require.Error(t, err, bad)
 	}

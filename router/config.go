@@ -58,9 +58,9 @@ type Config struct {
 	// KVBlocksPerWorker is a worker's KV cache, in blocks of
 	// tokens_per_block: kv-aware remembers that many block hashes per
 	// worker, and the conversation policy's cache model sizes each ctx
-	// worker's cache by it (ctxCaches): a session's prefix is expected
+	// worker's cache by it (ctxcache.go): a session's prefix is expected
 	// evicted as that worker computes other prompts, all of it once that
-	// many blocks were computed since. 0 (the default) takes the size each
+	// many blocks were touched since. 0 (the default) takes the size each
 	// worker reports (Endpoint.KVCacheTokens), and
 	// DefaultKVBlocksPerWorker for a worker that reports none; a value set
 	// here wins over the workers' reports.

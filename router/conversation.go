@@ -539,9 +539,9 @@ func (c *Conversation) bookPrefill(key, ctxID string, promptTokens, expectedCach
 }
 
 // done records the end of a turn: the context phase is booked if
-// ContextDone did not book it (prefilled), and a generation phase that ran on the pinned gen worker
-// (not a spill target) leaves the prompt and reply there. The session's
-// idle time starts now.
+// ContextDone did not book it (prefilled), and a generation phase that ran
+// on the pinned gen worker (not a spill target) leaves the prompt and reply
+// there. The session's idle time starts now.
 func (c *Conversation) done(key, ctxID, genID string, promptTokens, expectedCached int, o Outcome, ctxBooked bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

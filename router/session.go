@@ -39,7 +39,7 @@ type session struct {
 	anchorDepth int
 
 	ctxHeld int // tokens the ctx worker prefilled for this session last turn
-	// ctxMark is the ctx worker's cache clock (ctxCaches.clock) when it
+	// ctxMark is the ctx worker's cache clock (Endpoint.CacheClock) when it
 	// prefilled them.
 	ctxMark int64
 	genHeld int // tokens the gen worker held at the end of last turn

@@ -3,6 +3,7 @@ package tests
 import (
 	"fmt"
 	"net/http"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -118,6 +119,38 @@ func TestClusterSessionsKeepTheirPairAcrossReplicas(t *testing.T) {
 		require.Zero(t, d.metric(t, "duet_router_store_fallbacks_total"))
 		d.requireIdle(t)
 	}
+	c.requireSharedCacheClocks(t)
+}
+
+// requireSharedCacheClocks waits until every replica reads the same cache
+// clock for each ctx worker, and checks that traffic moved them: the
+// replicas sum their clocks through Redis.
+func (c *cluster) requireSharedCacheClocks(t *testing.T) {
+	t.Helper()
+	var last []map[string]int64
+	require.Eventually(t, func() bool {
+		last = nil
+		for _, d := range c.replicas {
+			clocks := map[string]int64{}
+			for _, w := range d.cluster(t).Workers {
+				if w.Role == "context" {
+					clocks[w.URL] = w.KVCacheClock
+				}
+			}
+			last = append(last, clocks)
+		}
+		for _, clocks := range last[1:] {
+			if !reflect.DeepEqual(clocks, last[0]) {
+				return false
+			}
+		}
+		return true
+	}, 10*time.Second, 20*time.Millisecond, "replicas' cache clocks differ")
+	total := int64(0)
+	for _, v := range last[0] {
+		total += v
+	}
+	require.Positive(t, total, "traffic moves the clocks: %v", last[0])
 }
 
 func TestClusterImplicitContinuationAcrossReplicas(t *testing.T) {

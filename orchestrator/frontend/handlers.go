@@ -276,6 +276,10 @@ type workerInfo struct {
 	// KVCacheSource where it comes from: worker, config or default.
 	KVCacheTokens int64  `json:"kv_cache_tokens"`
 	KVCacheSource string `json:"kv_cache_source"`
+	// KVCacheClock is the tokens touched in the worker's KV cache so far,
+	// as the conversation policy's cache model counts them (with shared
+	// state, every replica's traffic).
+	KVCacheClock int64 `json:"kv_cache_clock_tokens"`
 }
 
 func (s *Server) clusterInfo(ctx *fasthttp.RequestCtx) {
@@ -286,7 +290,7 @@ func (s *Server) clusterInfo(ctx *fasthttp.RequestCtx) {
 		cacheTokens, cacheSource := rt.CacheSize(ep)
 		workers = append(workers, workerInfo{ID: ep.ID, URL: ep.URL, Role: string(ep.Role), BootstrapPort: ep.BootstrapPort, Healthy: ep.Healthy(),
 			Draining: ep.Draining(), LoadTokens: ep.Load(), InFlight: ep.InFlight(), Sessions: sessions[ep.ID],
-			KVCacheTokens: cacheTokens, KVCacheSource: cacheSource})
+			KVCacheTokens: cacheTokens, KVCacheSource: cacheSource, KVCacheClock: ep.CacheClock()})
 	}
 	info := map[string]any{"workers": workers, "protocol": s.opts.Orchestrator.Config().Protocol,
 		"policy": rt.Policy(), "sessions": rt.Sessions()}

@@ -15,10 +15,12 @@ import "github.com/redis/go-redis/v9"
 //	                          it; expires load_ttl after its publication
 //	P workers           hash  worker identity -> the last admin change to it
 //	                          (JSON, see WorkerChange)
-//	P clock             hash  worker identity -> the tokens every replica
-//	                          booked on the worker's KV cache clock
-//	                          (router.Endpoint.CacheClock); one field per
-//	                          worker identity ever seen
+//	P clock:<identity>  int   the tokens every replica booked on the ctx
+//	                          worker's KV cache clock
+//	                          (router.Endpoint.CacheClock); expires
+//	                          session_ttl after the last replica that has
+//	                          the worker synced (no session's mark can
+//	                          refer to it then)
 //
 // Every script reads Redis's own clock (TIME), so replicas' clocks do not
 // need to agree. The scripts name keys they build from ARGV, which a Redis
@@ -88,14 +90,14 @@ end
 return 1
 `
 
-// syncSource publishes replica ARGV[2]'s load for ARGV[3] ms (ARGV[5]
+// syncSource publishes replica ARGV[2]'s load for ARGV[3] ms (ARGV[6]
 // onwards: ARGV[4] identity, tokens pairs), forgets replicas silent that
 // long, adds the cache clock bookings (the identity, tokens pairs after
-// the load's) to the clock hash, and returns {live replicas, the others'
-// load (othersLoad), the workers hash, the clocks' totals in the order
-// they were booked}.
+// the load's) to the clocks, which then expire in ARGV[5] ms, and returns
+// {live replicas, the others' load (othersLoad), the workers hash, the
+// clocks' totals in the order they were booked}.
 const syncSource = nowLua + othersLoadLua + `
-local p, me, ttl, nLoad = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
+local p, me, ttl, nLoad, clockTTL = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 local now = nowMs()
 local reps = p .. 'replicas'
 redis.call('ZADD', reps, now, me)
@@ -103,12 +105,14 @@ redis.call('ZREMRANGEBYSCORE', reps, '-inf', now - ttl)
 local mine = p .. 'load:' .. me
 redis.call('DEL', mine)
 if nLoad > 0 then
-  redis.call('HSET', mine, unpack(ARGV, 5, 4 + 2 * nLoad))
+  redis.call('HSET', mine, unpack(ARGV, 6, 5 + 2 * nLoad))
   redis.call('PEXPIRE', mine, ttl)
 end
 local totals = {}
-for i = 5 + 2 * nLoad, #ARGV, 2 do
-  totals[#totals + 1] = redis.call('HINCRBY', p .. 'clock', ARGV[i], ARGV[i + 1])
+for i = 6 + 2 * nLoad, #ARGV, 2 do
+  local k = p .. 'clock:' .. ARGV[i]
+  totals[#totals + 1] = redis.call('INCRBY', k, ARGV[i + 1])
+  redis.call('PEXPIRE', k, clockTTL)
 end
 return {redis.call('ZCARD', reps), othersLoad(p, me), redis.call('HGETALL', p .. 'workers'), totals}
 `

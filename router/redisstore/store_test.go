@@ -194,9 +194,12 @@ func TestCacheClocksAreSharedAcrossReplicas(t *testing.T) {
 	a.syncNow()
 	require.Equal(t, int64(130), a.pool.Get("ctx-0").CacheClock(), "each booking is added once")
 
-	fields, err := a.store.client.HKeys(context.Background(), "duet:clock").Result()
+	keys, err := a.store.client.Keys(context.Background(), "duet:clock:*").Result()
 	require.NoError(t, err)
-	require.Equal(t, []string{"http://127.0.0.1:9100"}, fields, "only ctx workers have clocks")
+	require.Equal(t, []string{"duet:clock:http://127.0.0.1:9100"}, keys, "only ctx workers have clocks")
+	ttl, err := a.store.client.PTTL(context.Background(), keys[0]).Result()
+	require.NoError(t, err)
+	require.InDelta(t, time.Minute.Seconds(), ttl.Seconds(), 5, "a clock outlives its worker by a session TTL")
 }
 
 // While Redis is down a replica's clock counts its own bookings, which
@@ -221,7 +224,7 @@ func TestCacheClockAcrossAnOutage(t *testing.T) {
 	a.syncNow()
 	require.True(t, a.store.Up())
 	require.Equal(t, int64(1050), ctx.CacheClock(), "the 50 counted once, the lost 1000 still")
-	total, err := a.store.client.HGet(context.Background(), "duet:clock", "http://127.0.0.1:9100").Int64()
+	total, err := a.store.client.Get(context.Background(), "duet:clock:http://127.0.0.1:9100").Int64()
 	require.NoError(t, err)
 	require.Equal(t, int64(50), total, "sent after the outage")
 	b.pool.Get("ctx-0").TouchCache(7)

@@ -60,7 +60,7 @@ func clockedWorkers(all []*router.Endpoint) []*router.Endpoint {
 // its cache clock bookings on the clocked workers (taken from them: a
 // failed sync returns them).
 func (s *Store) syncArgs(all, clocked []*router.Endpoint) []any {
-	args := []any{s.prefix, s.replica, s.cfg.LoadTTL.Milliseconds(), 0}
+	args := []any{s.prefix, s.replica, s.cfg.LoadTTL.Milliseconds(), 0, s.opts.SessionTTL.Milliseconds()}
 	loads := 0
 	for _, ep := range all {
 		if load := ep.LocalLoad(); load > 0 {

@@ -279,17 +279,24 @@ func TestRendezvousSpreadsKeys(t *testing.T) {
 	require.True(t, errors.Is(ErrStoreDown, ErrStoreDown))
 }
 
+// smallCacheReplicas are replicas whose router takes each ctx worker's
+// cache for 40 tokens.
+func smallCacheReplicas(t *testing.T, n int, store SharedState) []*Router {
+	rs := replicas(t, n, store)
+	for _, r := range rs {
+		r.cfg.KVBlocksPerWorker = 10
+		r.conv.cfg.KVBlocksPerWorker = 10
+	}
+	return rs
+}
+
 // Regression (review of issue 17): a session taken over from the store had
 // no turnover mark on the replica, so once the replica had sent a cache's
 // worth to the worker over its lifetime, every session arriving from
 // another replica was presumed evicted and moved.
 func TestSharedSessionTakenOverIsNotTurnedOver(t *testing.T) {
 	store := newMemStore()
-	rs := replicas(t, 2, store)
-	for _, r := range rs {
-		r.cfg.KVBlocksPerWorker = 10 // 40 tokens
-		r.conv.cfg.KVBlocksPerWorker = 10
-	}
+	rs := smallCacheReplicas(t, 2, store)
 	for i := 0; i < 6; i++ { // replica 1 computes far more than a cache's worth on every worker
 		route(t, rs[1], req(fmt.Sprint("warm", i), tokens(5000+100*i, 40)))
 	}
@@ -309,11 +316,7 @@ func TestSharedSessionTakenOverIsNotTurnedOver(t *testing.T) {
 // that did not route that turn.
 func TestSharedTurnoverCountsEveryReplicasTraffic(t *testing.T) {
 	store := newMemStore()
-	rs := replicas(t, 3, store)
-	for _, r := range rs {
-		r.cfg.KVBlocksPerWorker = 10 // 40 tokens
-		r.conv.cfg.KVBlocksPerWorker = 10
-	}
+	rs := smallCacheReplicas(t, 3, store)
 	first := route(t, rs[0], req("conv", tokens(0, 20)))
 	store.syncClocks(rs...)
 	home := first.Ctx.Endpoint().Identity()

@@ -9,17 +9,16 @@ import "sync"
 // summed there, so that each one reads the whole fleet's traffic and a
 // session's mark (a reading) means the same on every replica.
 //
-// A reading is base + sending + unsent: the store's total as last seen,
-// what the sync under way carries, and what this replica booked since.
-// Readings never go back, also when the store loses its count (a Redis
-// restart): offset then keeps them going from where they were. A
+// A reading is total + sending + unsent (+ offset): the store's total as
+// last seen, what the sync under way carries, and what this replica booked
+// since. Readings never go back, also when the store loses its count (a
+// Redis restart): offset then keeps them going from where they were. A
 // replica's first sync moves its clock on to the fleet's total, so the
 // sessions it placed before then (with the store down) look older.
 type cacheClock struct {
 	mu      sync.Mutex
-	base    int64 // offset + the store's total at the last sync (0 without a store)
 	offset  int64 // what the store lost, summed
-	total   int64 // the store's total at the last sync
+	total   int64 // the store's total at the last sync (0 without a store)
 	sending int64 // tokens the sync under way (or one that failed) adds to the store
 	unsent  int64 // tokens booked since
 }
@@ -28,7 +27,7 @@ type cacheClock struct {
 func (c *cacheClock) read() int64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.base + c.sending + c.unsent
+	return c.offset + c.total + c.sending + c.unsent
 }
 
 // add books tokens touched (< 0 counts as 0).
@@ -74,5 +73,4 @@ func (e *Endpoint) CacheTouchesSynced(total int64) {
 		c.offset += want - total
 	}
 	c.total, c.sending = total, 0
-	c.base = c.offset + c.total
 }

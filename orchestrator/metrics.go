@@ -106,8 +106,8 @@ func newMetrics(reg prometheus.Registerer, r *router.Router, up *upstream) (*met
 }
 
 // workerCollector reports every worker's load, in-flight leases, health,
-// pinned sessions and assumed KV cache size, and the router's counters, at scrape time, so workers
-// that come and go need no bookkeeping.
+// pinned sessions and assumed KV cache size, and the router's counters, at
+// scrape time, so workers that come and go need no bookkeeping.
 type workerCollector struct{ router *router.Router }
 
 var (

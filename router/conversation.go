@@ -273,9 +273,9 @@ func (c *Conversation) adopt(rec *SessionRecord, now time.Time) *session {
 	// The mark is a reading of the ctx worker's cache clock, which every
 	// replica reads the same (Endpoint.CacheClock); a record that has none
 	// (an older duet's) is counted from now.
-	s.ctxMark = c.clock(ctx)
-	if rec.CtxMark > 0 {
-		s.ctxMark = rec.CtxMark
+	s.ctxMark = rec.CtxMark
+	if s.ctxMark <= 0 {
+		s.ctxMark = c.clock(ctx)
 	}
 	s.ctxLost, s.genLost = ctx == "" && rec.Ctx != "", gen == "" && rec.Gen != ""
 	c.index.put(s, rec.End, rec.EndDepth, rec.TailLen, rec.TailHash)
@@ -394,11 +394,12 @@ func (c *Conversation) forgetTurnedOver(s *session) string {
 // touched on s's ctx worker since it prefilled s's last turn
 // (ctxcache.go).
 func (c *Conversation) cacheTurnedOver(s *session) bool {
-	return s.ctx != "" && s.ctxHeld > 0 && c.since(s) > c.cacheTokens(s.ctx)
+	if s.ctx == "" || s.ctxHeld <= 0 {
+		return false
+	}
+	since, capacity := c.ctxCache(s)
+	return since > capacity
 }
-
-// cacheTokens is ctx worker id's KV cache in tokens (Config.cacheTokens).
-func (c *Conversation) cacheTokens(id string) int64 { return c.cfg.cacheTokens(c.pool.Get(id)) }
 
 // expectedHeld is how many of held tokens, which s's ctx worker held after
 // s's last turn there, it is expected to hold still (survival).
@@ -408,7 +409,8 @@ func (c *Conversation) cacheTokens(id string) int64 { return c.cfg.cacheTokens(c
 // will likely cost there. The session still reports (and the metrics
 // compare) all it held.
 func (c *Conversation) expectedHeld(s *session, held int) int64 {
-	return int64(float64(held) * survival(c.since(s), c.cacheTokens(s.ctx), held))
+	since, capacity := c.ctxCache(s)
+	return int64(float64(held) * survival(since, capacity, held))
 }
 
 // clock reads ctx worker id's cache clock (0 for a worker not in the pool).
@@ -419,9 +421,16 @@ func (c *Conversation) clock(id string) int64 {
 	return 0
 }
 
-// since is how many tokens were touched on s's ctx worker since s's last
-// context phase there (never less than 0).
-func (c *Conversation) since(s *session) int64 { return max(c.clock(s.ctx)-s.ctxMark, 0) }
+// ctxCache returns how many tokens were touched on s's ctx worker since
+// s's last context phase there (never less than 0), and the worker's KV
+// cache in tokens (Config.cacheTokens).
+func (c *Conversation) ctxCache(s *session) (since, capacity int64) {
+	ep := c.pool.Get(s.ctx)
+	if ep != nil {
+		since = max(ep.CacheClock()-s.ctxMark, 0)
+	}
+	return since, c.cfg.cacheTokens(ep)
+}
 
 // lostLeg turns a leg placed afresh because its worker was removed into a
 // re-pin: the session had a pinned worker there.

@@ -33,7 +33,10 @@ type flight struct {
 	attempts int
 
 	// What the current attempt measured.
-	ctxRan       bool // its context phase completed
+	ctxRan bool // its context phase completed
+	// ctxCached is the cached tokens its ctx worker reported, -1 when it
+	// reported none.
+	ctxCached    int
 	genRan       bool // its generation phase completed
 	cachedTokens int
 	outputTokens int
@@ -56,23 +59,23 @@ func (f *flight) startAttempt(pair *router.Pair) {
 	if pair.Minted {
 		minted = pair.Session
 	}
-	f.route = Route{Ctx: pair.Ctx.Endpoint().ID, Gen: pair.Gen.Endpoint().ID, Decision: pair.Decision, MintedSession: minted}
+	f.route = Route{Ctx: pair.Ctx.Endpoint().ID, Gen: pair.Gen.Endpoint().ID, Decision: pair.Decision.String(), MintedSession: minted}
 	if pair.Session != "" {
 		f.session = pair.Session
 	}
 	f.ctxRan, f.genRan, f.cachedTokens, f.outputTokens, f.ctxDur, f.genDur, f.ttft = false, false, 0, 0, 0, 0, 0
+	f.ctxCached = -1
 }
 
 // prefillOver refunds the ctx lease and tells the router what the context
 // phase left in the ctx worker's cache: the ctx worker is done with the
 // request (or there was no context phase).
-func (f *flight) prefillOver() { f.pair.ContextDone(f.ctxRan, f.cachedTokens) }
+func (f *flight) prefillOver() { f.pair.ContextDone(f.ctxRan, f.ctxCached) }
 
 // abandonAttempt gives back the current attempt's pair after it failed: the
-// router learns nothing from it.
+// router learns only what its context phase left, if it ran.
 func (f *flight) abandonAttempt() {
-	f.pair.Release()
-	f.pair.Done(router.Outcome{ReportedCached: -1})
+	f.pair.End(router.Outcome{})
 	f.pair = nil
 }
 
@@ -86,12 +89,7 @@ func (f *flight) end(status int, err error) {
 	f.ended, f.status, f.err = true, status, err
 	ok := status == http.StatusOK
 	if f.pair != nil {
-		reported := -1
-		if f.ctxRan {
-			reported = f.cachedTokens
-		}
-		f.pair.Release()
-		f.pair.Done(router.Outcome{CtxRan: f.ctxRan, GenRan: ok && f.genRan, OutputTokens: f.outputTokens, ReportedCached: reported})
+		f.pair.End(router.Outcome{GenRan: ok && f.genRan})
 		f.pair = nil
 	}
 	f.slot.Release(ok)

@@ -10,8 +10,8 @@ import (
 
 func TestRouteKindKeepsTheLabelBounded(t *testing.T) {
 	for decision, kind := range map[string]string{
-		"sticky": "sticky", "implicit+local": "implicit", "fork": "fork", "spill:ctx-overload": "spill", "new": "new",
-		"least-load": "least-load", "hash+ctx-finished": "hash", "something-else": "other", "": "other",
+		"sticky": "sticky", "cached": "cached", "moved": "moved", "repin": "repin", "new": "new",
+		"least-load": "least-load", "hash": "hash", "something-else": "other", "": "other",
 	} {
 		require.Equal(t, kind, router.DecisionKind(decision), decision)
 	}
@@ -20,5 +20,5 @@ func TestRouteKindKeepsTheLabelBounded(t *testing.T) {
 	for _, k := range append(router.DecisionKinds, "other") {
 		require.NotNil(t, m.byRoute[k], k)
 	}
-	require.NotNil(t, m.ttftByRoute("spill:gen-overload"))
+	require.NotNil(t, m.ttftByRoute("spill:gen-overload"), "an unknown name is other")
 }

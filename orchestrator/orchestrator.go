@@ -153,7 +153,7 @@ func (o *Orchestrator) serve(f *flight) (*Response, error) {
 			rr.SessionKey = pair.Session // a retry continues the session routing found or minted
 			f.slot.SetSession(pair.Session)
 		}
-		o.metrics.decisions.WithLabelValues(pair.Decision).Inc()
+		o.metrics.decisions.WithLabelValues(pair.Decision.String()).Inc()
 		resp, err := o.attempt(f, rr)
 		if err == nil {
 			return resp, nil // resp owns the flight now

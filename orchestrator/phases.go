@@ -133,15 +133,19 @@ func (o *Orchestrator) contextCall(f *flight, in protocol.Input, r protocol.Requ
 		return protocol.Context{}, err
 	}
 	f.cachedTokens, f.ctxRan = c.CachedTokens, true
-	if f.pair.CtxCached > 0 {
+	if c.CachedReported {
+		f.ctxCached = c.CachedTokens
+	}
+	if c.CachedReported && f.pair.CtxCached > 0 {
 		o.metrics.cacheError.Observe(float64(f.pair.CtxCached - c.CachedTokens))
 	}
 	return c, nil
 }
 
 // concurrent sends both legs at once (SGLang): the ctx leg runs in the
-// background, holding the ctx lease until it ends; it is cancelled with
-// the request.
+// background and ends the pair's context phase itself (the ctx lease is
+// held until then; the router learns the prompt is cached there when the
+// leg succeeded); it is cancelled with the request.
 func (o *Orchestrator) concurrent(f *flight, in protocol.Input) (*Response, error) {
 	ctxReq, err := o.adapter.ContextRequest(in)
 	if err != nil {
@@ -151,20 +155,21 @@ func (o *Orchestrator) concurrent(f *flight, in protocol.Input) (*Response, erro
 	if err != nil {
 		return nil, err
 	}
-	ctxLease := f.pair.DetachCtx() // the background leg alone refunds it
+	pair := f.pair
+	pair.DetachContext() // the background leg alone ends the context phase
 	ctx, id, path := f.ctx, f.req.ID, f.req.Endpoint.Path()
-	span := f.trace.workerSpan(spanContext, ctxLease.Endpoint().ID) // may end after the request's span
+	ep := pair.Ctx.Endpoint()
+	span := f.trace.workerSpan(spanContext, ep.ID) // may end after the request's span
 	f.trace.propagate(&ctxReq, span)
 	o.background.Add(1)
 	go func() {
 		defer o.background.Done()
-		defer ctxLease.Release()
-		ep := ctxLease.Endpoint()
 		rep, err := o.up.post(ctx, ep.URL, path, ctxReq, id, o.now().Add(o.cfg.ContextTimeout))
 		o.observe(ep, rep.status, err)
 		if err == nil && rep.status != http.StatusOK {
 			err = fmt.Errorf("status %d", rep.status)
 		}
+		pair.ContextDone(err == nil, -1) // SGLang's prefill answer reports no cached tokens duet reads
 		endSpan(span, err)
 		if err != nil && !errors.Is(err, errCancelled) {
 			o.log.Warn("sglang prefill leg failed", zap.String("request_id", id), zap.String("worker", ep.ID),

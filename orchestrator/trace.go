@@ -109,7 +109,7 @@ func endRoute(s trace.Span, pair *router.Pair, err error) {
 		endSpan(s, err)
 		return
 	}
-	endSpan(s, nil, attribute.String("duet.route", pair.Decision), attribute.String("duet.ctx_worker", pair.Ctx.Endpoint().ID),
+	endSpan(s, nil, attribute.String("duet.route", pair.Decision.String()), attribute.String("duet.ctx_worker", pair.Ctx.Endpoint().ID),
 		attribute.String("duet.gen_worker", pair.Gen.Endpoint().ID))
 }
 

@@ -3,71 +3,78 @@ package router
 import (
 	"fmt"
 	"runtime"
-	"slices"
 	"testing"
 
+	"github.com/duet-serve/duet/proto/disagg"
 	"github.com/duet-serve/duet/tokenizer"
 )
 
-// populated returns a conversation router holding n live sessions, each
-// with a ~2k-token previous prompt behind a shared 1k-token system prompt.
+// seq returns n consecutive token ids from start.
+func seq(n, start int) []int {
+	out := make([]int, n)
+	for i := range out {
+		out[i] = start + i
+	}
+	return out
+}
+
+// bigFleet returns a pool of n ctx and n gen workers, each reporting a 2M-token cache.
+func bigFleet(n int) *Pool {
+	p := NewPool()
+	var ms []Member
+	for i := range n {
+		ms = append(ms, Member{ID: fmt.Sprintf("ctx-%02d", i), URL: fmt.Sprintf("http://c%d", i), Role: disagg.RoleContext, Healthy: true, KVCacheTokens: 2 << 20},
+			Member{ID: fmt.Sprintf("gen-%02d", i), URL: fmt.Sprintf("http://g%d", i), Role: disagg.RoleGeneration, Healthy: true, KVCacheTokens: 2 << 20})
+	}
+	p.Sync(ms)
+	return p
+}
+
+// populated returns a conversation router over 64 + 64 workers holding n
+// live sessions, each of which ran a ~2k-token turn (a shared 1k-token
+// system prompt and 1k tokens of its own) that the index learned.
 func populated(b *testing.B, n int) *Router {
 	cfg := Defaults()
 	cfg.MaxSessions = n
-	r, err := New(fleet(8, 8), cfg, nil)
+	r, err := New(bigFleet(64), cfg, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
 	system := seq(1024, 1_000_000)
+	toks := append(append([]int{}, system...), seq(1024, 0)...)
 	for i := 0; i < n; i++ {
-		toks := append(append([]int{}, system...), seq(1024, i*2048)...)
+		for j := range 1024 {
+			toks[1024+j] = i*2048 + j
+		}
 		p, err := r.Route(&Request{SessionKey: fmt.Sprint("s", i), Tokens: toks, Hashes: tokenizer.BlockHashes(toks, 32), MaxTokens: 64})
 		if err != nil {
 			b.Fatal(err)
 		}
-		p.Release()
-		p.Done(Outcome{CtxRan: true, GenRan: true, OutputTokens: 64, ReportedCached: -1})
+		p.ContextDone(true, -1)
+		p.End(Outcome{GenRan: true})
 	}
 	return r
 }
 
-// BenchmarkRouteConversation32k is one routing decision for a 32k-token
-// prompt without a session id that continues no session (implicit prefix
-// matching probes every block) with 100k live sessions. Each iteration's
-// block hashes are new (a prompt routed before would now be found as the
-// session it started): the real hashes, each xored with the iteration.
-func BenchmarkRouteConversation32k(b *testing.B) {
+// BenchmarkRoute32k is one routing decision for a 32k-token prompt with
+// 100k sessions and 64 ctx + 64 gen workers indexed: a known session's
+// next turn, whose 2k-token previous prompt its ctx worker holds.
+func BenchmarkRoute32k(b *testing.B) {
 	r := populated(b, 100_000)
-	toks := append(seq(1024, 1_000_000), seq(31_744, 5_000_000_000)...)
-	base := tokenizer.BlockHashes(toks, 32)
-	rq := &Request{Tokens: toks, Hashes: slices.Clone(base), MaxTokens: 64}
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		for j, h := range base {
-			rq.Hashes[j] = h ^ uint64(i+1)*0x9e3779b97f4a7c15
-		}
-		p, err := r.Route(rq)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if p.Decision != DecisionNew {
-			b.Fatalf("decision %s", p.Decision)
-		}
-		p.Release()
-	}
-}
-
-// BenchmarkRouteConversationSticky is a known session's turn (id given).
-func BenchmarkRouteConversationSticky(b *testing.B) {
-	r := populated(b, 100_000)
-	toks := append(seq(1024, 1_000_000), seq(1024+512, 2048*7)...)
+	prev := append(seq(1024, 1_000_000), seq(1024, 7*2048)...)
+	toks := append(prev, seq(30*1024, 9_000_000_000)...)
 	rq := &Request{SessionKey: "s7", Tokens: toks, Hashes: tokenizer.BlockHashes(toks, 32), MaxTokens: 64}
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		p, _ := r.Route(rq)
-		p.Release()
+		p, err := r.Route(rq)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if p.CtxCached != 2048 {
+			b.Fatalf("cached %d, decision %s", p.CtxCached, p.Decision)
+		}
+		p.End(Outcome{})
 	}
 }
 
@@ -85,40 +92,14 @@ func BenchmarkRouteContention(b *testing.B) {
 		for pb.Next() {
 			rq := &Request{SessionKey: fmt.Sprint("s", i%10_000), Tokens: toks, Hashes: hashes, MaxTokens: 64}
 			p, _ := r.Route(rq)
-			p.Release()
+			p.End(Outcome{})
 			i++
 		}
 	})
 }
 
-// BenchmarkRouteSharedEndpoint routes new sessions that all share a
-// 1k-token system prompt and a short (sub-block) first message, the case
-// where 100k sessions end at the same block: lookups must not scan them.
-func BenchmarkRouteSharedEndpoint(b *testing.B) {
-	cfg := Defaults()
-	r, _ := New(fleet(8, 8), cfg, nil)
-	system := seq(1024, 1_000_000)
-	for i := 0; i < 100_000; i++ {
-		toks := append(append([]int{}, system...), i, i+1, i+2)
-		p, _ := r.Route(&Request{Tokens: toks, Hashes: tokenizer.BlockHashes(toks, 32), MaxTokens: 64})
-		p.Release()
-	}
-	toks := append(append([]int{}, system...), 0, 0, 0)
-	rq := &Request{Tokens: toks, Hashes: tokenizer.BlockHashes(toks, 32), MaxTokens: 64}
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		toks[1024], toks[1025], toks[1026] = -i, -i-1, -i-2 // a new first message each time
-		p, _ := r.Route(rq)
-		if p.Decision != DecisionNew {
-			b.Fatalf("decision %s", p.Decision)
-		}
-		p.Release()
-	}
-}
-
 // BenchmarkSessionMemory reports the heap bytes per live session at 100k and
-// 1M sessions.
+// 1M sessions (the index's memory is kvindex's BenchmarkCacheMemory).
 func BenchmarkSessionMemory(b *testing.B) {
 	for _, n := range []int{100_000, 1_000_000} {
 		b.Run(fmt.Sprint(n), func(b *testing.B) {
@@ -126,27 +107,16 @@ func BenchmarkSessionMemory(b *testing.B) {
 				runtime.GC()
 				var before, after runtime.MemStats
 				runtime.ReadMemStats(&before)
-				r := populatedCheap(n)
+				m := newCostModel(Defaults(), newStats(), nil, NewPool(), nil, true)
+				m.sessions.max = n
+				for j := range n {
+					m.sessions.put(fmt.Sprint("session-", j), "ctx-1", "gen-1", epoch)
+				}
 				runtime.GC()
 				runtime.ReadMemStats(&after)
 				b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/float64(n), "bytes/session")
-				runtime.KeepAlive(r)
+				runtime.KeepAlive(m)
 			}
 		})
 	}
-}
-
-// populatedCheap fills a session table through the same code path as
-// routing, with short prompts so that setup stays fast at 1M sessions.
-func populatedCheap(n int) *Router {
-	cfg := Defaults()
-	cfg.MaxSessions = n
-	r, _ := New(fleet(8, 8), cfg, nil)
-	toks := seq(100, 0)
-	for i := 0; i < n; i++ {
-		toks[0] = i
-		p, _ := r.Route(&Request{SessionKey: fmt.Sprint("session-", i), Tokens: toks, Hashes: tokenizer.BlockHashes(toks, 32), MaxTokens: 64})
-		p.Release()
-	}
-	return r
 }

@@ -10,6 +10,11 @@ type Config struct {
 	// Policy picks the (ctx, gen) pair: conversation (default),
 	// round-robin, least-load, consistent-hash or kv-aware.
 	Policy string `mapstructure:"policy" help:"routing policy: conversation, round-robin, least-load, consistent-hash or kv-aware"`
+	// StickinessTokens is the weight of a session's pin in the cost model:
+	// the ctx worker its last turn ran on costs this many tokens less, so
+	// that a session does not move between near-equal workers (default
+	// 256).
+	StickinessTokens int64 `mapstructure:"stickiness_tokens" help:"conversation: tokens a session's pinned ctx worker may cost more than another and keep the session"`
 	// TokensPerBlock is the block size of prefix matching, in tokens
 	// (default 32, TensorRT-LLM's and the simulator's KV block size).
 	TokensPerBlock int `mapstructure:"tokens_per_block" help:"tokens per block for prefix matching"`
@@ -19,52 +24,31 @@ type Config struct {
 	// SessionTTL evicts a session idle this long (default 60m: the gap
 	// between turns of real chats reaches tens of minutes).
 	SessionTTL time.Duration `mapstructure:"session_ttl" help:"idle time after which a session is forgotten"`
-	// HashSkipCount ignores matches that do not go beyond this many leading
-	// blocks (default 0; shared prefixes are also detected automatically).
-	HashSkipCount int `mapstructure:"hash_skip_count" help:"leading blocks a prefix match must go beyond"`
-	// ContinuationSlackBlocks is how many full blocks at the end of a
-	// session's previous prompt a request without an id (or with a new id)
-	// may leave out, besides the partial last block, and still continue
-	// that session (default 1: a chat template that re-renders the end of
-	// the previous turn; a trace that hashes 512-token blocks needs 512 /
-	// tokens_per_block). Whatever it is set to, the part shared must reach
-	// beyond what the session's first prompt shared with other sessions'
-	// prompts (a common system prompt), and a session whose first prompt
-	// shared nothing is continued only by its entire previous prompt.
-	ContinuationSlackBlocks int `mapstructure:"continuation_slack_blocks" help:"full blocks at the end of a session's previous prompt that a continuation may leave out"`
-	// SpillLoadFactor spills a gen leg when its pinned worker's load (KV
-	// occupancy) is above this multiple of the other workers' mean (default
-	// 2.0; 0 turns spilling off on both legs).
-	SpillLoadFactor float64 `mapstructure:"spill_load_factor" help:"gen: spill when the pinned worker's load exceeds this multiple of the others' mean (0: never spill)"`
-	// SpillMinTokens is the gen load, in tokens, below which a pinned gen
-	// worker is never considered overloaded (default 16384).
-	SpillMinTokens int64 `mapstructure:"spill_min_tokens" help:"gen: pinned load in tokens below which no spill happens"`
-	// SpillMarginTokens is how much more prefill work a pinned ctx worker
-	// may have ahead of a request than the least-loaded other worker would
-	// before the request spills there, beyond the spill's own cost (the
-	// whole prompt there, counting the cached tokens it recomputes twice:
-	// once for this request, once for those queued behind it) (default 0).
-	// The pin stays, so the next turn goes home.
-	SpillMarginTokens int64 `mapstructure:"spill_margin_tokens" help:"ctx: extra prefill tokens a pinned worker may carry over the best alternative before a spill"`
+	// SpillLoadFactor bounds the gen leg's reuse: a gen worker whose load
+	// (KV occupancy) is above this multiple of the other gen workers' mean
+	// takes no session it is pinned to and no prompt it holds (default
+	// 2.0; 0: no bound).
+	SpillLoadFactor float64 `mapstructure:"spill_load_factor" help:"gen: a worker loaded past this multiple of the others' mean takes no pinned or cached request (0: no bound)"`
+	// SpillMinTokens is the gen load, in tokens, below which a gen worker
+	// is never past the bound (default 16384).
+	SpillMinTokens int64 `mapstructure:"spill_min_tokens" help:"gen: load in tokens below which a worker is never past the bound"`
 	// VirtualNodes is the consistent-hash ring's points per worker
 	// (default 100).
 	VirtualNodes int `mapstructure:"virtual_nodes" help:"consistent-hash ring points per worker"`
 	// Fallback is how many more workers consistent-hash tries clockwise
 	// when its choice is unavailable (default 2).
 	Fallback int `mapstructure:"fallback" help:"workers consistent-hash walks clockwise past an unavailable one"`
-	// LoadWeight is kv-aware's weight of load (tokens in flight) against
-	// matched prefix (cached tokens) (default 1.0).
-	LoadWeight float64 `mapstructure:"load_weight" help:"kv-aware: weight of in-flight tokens against cached tokens"`
+	// LoadWeight is the cost model's weight of a ctx worker's prefill
+	// backlog (the tokens charged to it in flight) against the tokens the
+	// request would compute there (default 1.0: a token queued costs what
+	// a token computed does).
+	LoadWeight float64 `mapstructure:"load_weight" help:"conversation, kv-aware: weight of a ctx worker's prefill backlog against the tokens a request computes there"`
 	// KVBlocksPerWorker is a worker's KV cache, in blocks of
-	// tokens_per_block: kv-aware remembers that many block hashes per
-	// worker, and the conversation policy's cache model sizes each ctx
-	// worker's cache by it (ctxcache.go): a session's prefix is expected
-	// evicted as that worker computes other prompts, all of it once that
-	// many blocks were touched since. 0 (the default) takes the size each
-	// worker reports (Endpoint.KVCacheTokens), and
-	// DefaultKVBlocksPerWorker for a worker that reports none; a value set
-	// here wins over the workers' reports.
-	KVBlocksPerWorker int `mapstructure:"kv_blocks_per_worker" help:"a worker's KV cache in blocks: kv-aware's memory per worker, the conversation policy's cache model (0: the size each worker reports, else 14000)"`
+	// tokens_per_block: the size of the cache index's estimate of each
+	// worker's cache. 0 (the default) takes the size each worker reports
+	// (Endpoint.KVCacheTokens), and DefaultKVBlocksPerWorker for a worker
+	// that reports none; a value set here wins over the workers' reports.
+	KVBlocksPerWorker int `mapstructure:"kv_blocks_per_worker" help:"a worker's KV cache in blocks, the size of the cache index's estimate (0: the size each worker reports, else 14000)"`
 	// EjectBackoff is how long passive health first takes a failing worker
 	// out of routing; it doubles with each ejection in a row (default 1s).
 	EjectBackoff time.Duration `mapstructure:"eject_backoff" help:"passive health: first ejection of a failing worker (doubles per ejection in a row)"`
@@ -115,15 +99,14 @@ func (c Config) cacheBlocks(ep *Endpoint) int {
 	return int(min(max(c.cacheTokens(ep)/int64(c.TokensPerBlock), 1), maxKVBlocksPerWorker))
 }
 
-// maxKVBlocksPerWorker bounds kv_blocks_per_worker: kv-aware indexes a
+// maxKVBlocksPerWorker bounds kv_blocks_per_worker: the cache index numbers a
 // worker's blocks with 32-bit numbers, and 2^30 blocks of 32 tokens is far
 // beyond any GPU's KV cache.
 const maxKVBlocksPerWorker = 1 << 30
 
 // Defaults returns the default configuration.
 func Defaults() Config {
-	return Config{Policy: PolicyConversation, TokensPerBlock: 32, MaxSessions: 100000, SessionTTL: 60 * time.Minute, ContinuationSlackBlocks: 1,
-		SpillLoadFactor: 2.0, SpillMinTokens: 16384, SpillMarginTokens: 0, VirtualNodes: 100, Fallback: 2, LoadWeight: 1.0, KVBlocksPerWorker: 0,
+	return Config{Policy: PolicyConversation, TokensPerBlock: 32, MaxSessions: 100000, SessionTTL: 60 * time.Minute, SpillLoadFactor: 2.0, SpillMinTokens: 16384, StickinessTokens: 256, VirtualNodes: 100, Fallback: 2, LoadWeight: 1.0, KVBlocksPerWorker: 0,
 		EjectBackoff: time.Second, EjectMaxBackoff: 30 * time.Second, EjectAfter5xx: 3}
 }
 
@@ -139,16 +122,12 @@ func (c Config) Validate() error {
 		return fmt.Errorf("max_sessions: must be >= 1, got %d", c.MaxSessions)
 	case c.SessionTTL <= 0:
 		return fmt.Errorf("session_ttl: must be > 0, got %s", c.SessionTTL)
-	case c.HashSkipCount < 0:
-		return fmt.Errorf("hash_skip_count: must be >= 0, got %d", c.HashSkipCount)
-	case c.ContinuationSlackBlocks < 0:
-		return fmt.Errorf("continuation_slack_blocks: must be >= 0, got %d", c.ContinuationSlackBlocks)
 	case c.SpillLoadFactor < 0 || (c.SpillLoadFactor > 0 && c.SpillLoadFactor < 1):
 		return fmt.Errorf("spill_load_factor: must be 0 (off) or >= 1, got %g", c.SpillLoadFactor)
 	case c.SpillMinTokens < 0:
 		return fmt.Errorf("spill_min_tokens: must be >= 0, got %d", c.SpillMinTokens)
-	case c.SpillMarginTokens < 0:
-		return fmt.Errorf("spill_margin_tokens: must be >= 0, got %d", c.SpillMarginTokens)
+	case c.StickinessTokens < 0:
+		return fmt.Errorf("stickiness_tokens: must be >= 0, got %d", c.StickinessTokens)
 	case c.VirtualNodes < 1:
 		return fmt.Errorf("virtual_nodes: must be >= 1, got %d", c.VirtualNodes)
 	case c.Fallback < 0:

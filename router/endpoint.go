@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 
 	"github.com/duet-serve/duet/proto/disagg"
+	"github.com/duet-serve/duet/router/kvindex"
 )
 
 // Endpoint is one worker as the router sees it. Its identity (ID, URL, Role)
@@ -29,14 +30,13 @@ type Endpoint struct {
 	draining atomic.Bool
 	load     atomic.Int64 // token-weighted load of this replica's live leases
 	remote   atomic.Int64 // the other duet replicas' load, as the shared store last said
-	// loadChanged is the pool's load signal (nil outside a pool).
-	loadChanged chan struct{}
-	inflight    atomic.Int64 // live leases
+	inflight atomic.Int64 // live leases
 	// kvCacheTokens is the KV cache the worker reported, in tokens; 0:
 	// none reported.
 	kvCacheTokens atomic.Int64
-	// clock is the worker's KV cache clock (cacheclock.go).
-	clock cacheClock
+	// cache is what the router knows of the worker's KV cache (Router.Cache
+	// makes it).
+	cache atomic.Pointer[kvindex.Cache]
 
 	// Passive health (outlier.go).
 	ejectedUntil atomic.Int64 // unix nanoseconds; out of routing before it
@@ -116,17 +116,7 @@ func (e *Endpoint) Acquire(tokens int64) *Lease {
 	}
 	e.load.Add(tokens)
 	e.inflight.Add(1)
-	e.signalLoad()
 	return &Lease{ep: e, tokens: tokens}
-}
-
-// signalLoad tells the pool's reader that the load changed, without
-// waiting.
-func (e *Endpoint) signalLoad() {
-	select {
-	case e.loadChanged <- struct{}{}:
-	default:
-	}
 }
 
 // Lease is load charged to one endpoint for one phase of one request.
@@ -150,5 +140,4 @@ func (l *Lease) Release() {
 	}
 	l.ep.load.Add(-l.tokens)
 	l.ep.inflight.Add(-1)
-	l.ep.signalLoad()
 }

@@ -91,7 +91,9 @@ func TestPassiveHealthConfigNamesKeys(t *testing.T) {
 func TestRerouteGenMovesOnlyTheGenerationLease(t *testing.T) {
 	p := fleet(1, 3)
 	r, _ := convRouter(t, p, func(c *Config) { c.Policy = PolicyRoundRobin })
-	pair := route(t, r, req("", tokens(0, 40)))
+	pair, err := r.Route(req("", tokens(0, 40)))
+	require.NoError(t, err)
+	pair.ContextDone(true, -1)
 	failed, held := pair.Gen.Endpoint(), pair.Gen.Tokens()
 	require.NoError(t, r.RerouteGen(pair, map[string]bool{failed.ID: true}))
 	moved := pair.Gen.Endpoint()
@@ -103,7 +105,7 @@ func TestRerouteGenMovesOnlyTheGenerationLease(t *testing.T) {
 	r.ReportFailure(moved, FailureConnect)
 	require.NoError(t, r.RerouteGen(pair, map[string]bool{failed.ID: true, moved.ID: true}))
 	require.Error(t, r.RerouteGen(pair, map[string]bool{"gen-0": true, "gen-1": true, "gen-2": true}), "no gen worker left")
-	pair.Release()
+	pair.End(Outcome{})
 	for _, ep := range p.All() {
 		require.Zero(t, ep.Load(), ep.ID)
 	}

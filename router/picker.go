@@ -1,5 +1,7 @@
 package router
 
+import "github.com/duet-serve/duet/router/kvindex"
+
 // picker chooses both legs of a request. ctxCands and genCands are the
 // available, non-excluded workers of each phase (non-empty, sorted by ID).
 // Pickers that keep state are safe for concurrent use.
@@ -10,41 +12,40 @@ type picker interface {
 // choice is what a picker decided.
 type choice struct {
 	ctx, gen *Endpoint
-	decision string
+	decision Decision
 	// session is the session key the request now belongs to ("" when the
 	// policy keeps none); minted is true when duet made it up.
 	session string
 	minted  bool
 	// ctxCached and genCached are the prompt tokens the policy expects the
-	// chosen ctx and gen workers to hold already.
+	// chosen ctx and gen workers to hold already; ctxPred is the ctx
+	// worker's cache index prediction (the watchdog checks it).
 	ctxCached, genCached int
-	// ctxExpectedHeld is the part of ctxCached the ctx worker is expected
-	// to hold still, for a policy that reckons with evictions since (one
-	// that does not sets ctxCached): the ctx lease charges the prompt less
-	// this.
-	ctxExpectedHeld int
+	ctxPred              kvindex.Prediction
 	// ctxLease and genLease charge the chosen workers (see charge).
 	ctxLease, genLease *Lease
 }
 
-// charge takes the leases of a decided choice. Pickers call it last, inside
-// their lock when they have one.
+// charge takes the leases of a decided choice: the ctx lease with the
+// prompt tokens the ctx worker must compute, the gen lease with the tokens
+// the gen worker's sequence will hold. Pickers call it last, inside their
+// lock when they have one.
 func (ch *choice) charge(req *Request) choice {
 	prompt := len(req.Tokens)
-	ch.ctxLease = ch.ctx.Acquire(int64(prompt) - int64(ch.ctxExpectedHeld))
+	ch.ctxLease = ch.ctx.Acquire(int64(prompt) - int64(ch.ctxCached))
 	ch.genLease = ch.gen.Acquire(SaturatingAdd(prompt, req.MaxTokens))
 	return *ch
 }
 
 // phasePicker picks each leg independently with a per-phase Policy.
 type phasePicker struct {
-	name     string
+	decision Decision
 	ctx, gen Policy
 }
 
 func (p *phasePicker) pick(req *Request, ctxCands, genCands []*Endpoint) choice {
 	ctx := p.ctx.Select(ctxCands, req)
-	ch := choice{ctx: ctx, gen: p.gen.Select(otherThan(genCands, ctx), req), decision: p.name}
+	ch := choice{ctx: ctx, gen: p.gen.Select(otherThan(genCands, ctx), req), decision: p.decision}
 	return ch.charge(req)
 }
 

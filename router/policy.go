@@ -89,21 +89,3 @@ func meanLoad(candidates []*Endpoint) float64 {
 	}
 	return float64(sum) / float64(len(candidates))
 }
-
-// DecisionKinds are the kinds of routing decision (Pair.Decision without
-// its reason or suffix: spill:ctx-overload is a spill), a bounded set for
-// metric labels and summaries.
-var DecisionKinds = append([]string{DecisionSticky, DecisionImplicit, DecisionFork, DecisionBranch, DecisionNew, DecisionRepin,
-	DecisionSpill, DecisionHash, DecisionFallback}, PolicyNames...)
-
-// DecisionKind returns decision's kind, "other" for one not in
-// DecisionKinds.
-func DecisionKind(decision string) string {
-	if i := strings.IndexAny(decision, ":+"); i >= 0 {
-		decision = decision[:i]
-	}
-	if slices.Contains(DecisionKinds, decision) {
-		return decision
-	}
-	return "other"
-}

@@ -32,9 +32,6 @@ type Pool struct {
 	mu       sync.Mutex
 	snapshot atomic.Pointer[poolSnapshot]
 	onChange []func()
-	// loadChanged gets a value (coalesced, never blocking) when a lease of
-	// one of the pool's endpoints is taken or refunded.
-	loadChanged chan struct{}
 }
 
 // poolSnapshot is immutable once published.
@@ -47,7 +44,7 @@ type poolSnapshot struct {
 
 // NewPool returns an empty pool.
 func NewPool() *Pool {
-	p := &Pool{loadChanged: make(chan struct{}, 1)}
+	p := &Pool{}
 	p.snapshot.Store(&poolSnapshot{byID: map[string]*Endpoint{}})
 	return p
 }
@@ -78,7 +75,6 @@ func (p *Pool) Sync(members []Member) bool {
 		if !ok || ep.URL != m.URL || ep.Role != m.Role || ep.BootstrapPort != m.BootstrapPort {
 			ep = NewEndpoint(m.ID, m.URL, m.Role)
 			ep.BootstrapPort = m.BootstrapPort
-			ep.loadChanged = p.loadChanged
 			changed = true
 		}
 		ep.healthy.Store(m.Healthy)
@@ -105,11 +101,6 @@ func (p *Pool) Sync(members []Member) bool {
 	}
 	return changed
 }
-
-// LoadChanged receives a value after a lease of one of the pool's workers
-// was taken or refunded (signals coalesce: read the loads on a value). It
-// has one reader: the shared store's publisher.
-func (p *Pool) LoadChanged() <-chan struct{} { return p.loadChanged }
 
 // Version counts membership changes; it is unchanged by health updates.
 func (p *Pool) Version() uint64 { return p.snapshot.Load().version }

@@ -3,10 +3,12 @@ package router
 import (
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/duet-serve/duet/proto/disagg"
+	"github.com/duet-serve/duet/router/kvindex"
 )
 
 // Request is what routing knows about one request attempt.
@@ -39,127 +41,127 @@ func (e *NoWorkerError) Error() string {
 // Unwrap makes errors.Is(err, ErrNoWorker) true.
 func (e *NoWorkerError) Unwrap() error { return ErrNoWorker }
 
-// Pair is a routing decision: a ctx and a gen worker, each with the lease
-// that charges it. Ctx and Gen are the same endpoint only when one mixed
-// worker must serve both phases (the caller then sends one aggregated
-// request).
+// Pair is one routing attempt: a ctx and a gen worker, each with the lease
+// that charges it, and the attempt's contract with the router. Ctx and Gen
+// are the same endpoint only when one mixed worker must serve both phases
+// (the caller then sends one aggregated request).
+//
+// Whatever shape the request takes (context then generation, SGLang's
+// concurrent legs, a local prefill, a retry), its owner tells the router
+// the same closed set of events, and the router learns only from them:
+// ContextDone once the context phase is over (or there was none), RerouteGen
+// when the generation moves to another worker, End once.
 type Pair struct {
 	Ctx, Gen *Lease
-	// Decision names how the pair was chosen (see the Decision constants
-	// and the policy names), for headers and metrics.
-	Decision string
-	// Session is the request's session key after routing: the client's,
-	// the one a prefix match found, or a minted one (Minted). "" when the
-	// policy keeps no sessions and the request had none.
+	// Decision says how the pair was chosen.
+	Decision Decision
+	// Session is the request's session key after routing: the client's or
+	// a minted one (Minted). "" when the policy keeps no sessions and the
+	// request had none.
 	Session string
 	Minted  bool
 	// CtxCached and GenCached are the prompt tokens the router expects the
-	// ctx and gen workers to hold already (0 when it has no reason to): for
-	// a sticky turn, all the pinned worker held after the session's last
-	// turn (the ctx lease is charged net of the part the router expects to
-	// have survived since: Pair.Ctx.Tokens()).
+	// ctx and gen workers to hold already, in full blocks (the ctx lease
+	// is charged the prompt less CtxCached).
 	CtxCached, GenCached int
 
+	router       *Router
 	promptTokens int
 	hashes       []uint64
-	// ctxBooked is set once ContextDone told the policy of the context
-	// phase (the request's owner calls ContextDone and Done in turn).
-	ctxBooked    bool
-	ctxID, genID string
-	router       *Router
-}
+	ctxPred      kvindex.Prediction
 
-// Release refunds both leases; safe to call more than once.
-func (p *Pair) Release() {
-	if p == nil {
-		return
-	}
-	p.Ctx.Release()
-	p.Gen.Release()
-}
-
-// DetachCtx hands the ctx lease to a caller that will release it on its
-// own (a context leg running in the background); Release then refunds only
-// the gen lease.
-func (p *Pair) DetachCtx() *Lease {
-	l := p.Ctx
-	stub := &Lease{ep: l.ep}
-	stub.released.Store(true) // refunds nothing: l is the live lease
-	p.Ctx = stub
-	return l
+	// mu guards the flags below: the context phase may end on a goroutine
+	// of its own (DetachContext).
+	mu                      sync.Mutex
+	ctxOver, detached, done bool
 }
 
 // Same reports whether both phases landed on one worker.
 func (p *Pair) Same() bool { return p.Ctx.Endpoint() == p.Gen.Endpoint() }
 
-// Outcome is how a routed request ended, as far as the router cares.
-type Outcome struct {
-	// CtxRan is true when the context phase completed on the pair's ctx
-	// worker (which now holds the prompt); GenRan when the generation phase
-	// completed on its gen worker (which now holds prompt and output).
-	CtxRan, GenRan bool
-	// OutputTokens is what the gen worker produced.
-	OutputTokens int
-	// ReportedCached is the cached_tokens the ctx worker reported, -1
-	// when there was no context phase.
-	ReportedCached int
+// DetachContext hands the context phase to a goroutine of its own (SGLang's
+// concurrent prefill leg), which calls ContextDone when it is over; End
+// then leaves the ctx lease to it.
+func (p *Pair) DetachContext() {
+	p.mu.Lock()
+	p.detached = true
+	p.mu.Unlock()
 }
 
-// Done tells the router how the request ended. It feeds session state,
-// kv-aware's cache estimate (only with the phases that ran: a failed
-// request teaches nothing) and affinity telemetry; call it exactly once per
-// Pair (a conversation's session does not expire while a Pair of it is
-// not Done, and its ctx worker's cache model counts the request's KV in
-// flight until then).
-func (p *Pair) Done(o Outcome) {
-	if p == nil {
-		return
-	}
-	if kv := p.router.kv; kv != nil {
-		kv.done(p.ctxID, p.genID, p.hashes, o)
-	}
-	if p.router.conv == nil || p.Session == "" {
-		return
-	}
-	if o.CtxRan && o.ReportedCached >= 0 && p.CtxCached > 0 && o.ReportedCached < p.CtxCached/2 {
-		p.router.stats.addBreak(reasonEvicted) // the pinned worker had lost most of the prefix
-	}
-	p.router.conv.done(p.Session, p.ctxID, p.genID, p.promptTokens, p.CtxCached, o, p.ctxBooked)
-}
-
-// ContextDone ends the request's context phase: it refunds the ctx lease
-// and, when the phase ran on the ctx worker (ran), tells the policy now
-// what the worker computed there, the prompt less reportedCached (< 0:
-// none reported), rather than when the request ends: the worker's cache
-// changed now, and requests routed meanwhile should know. Call it once the
-// context phase is over, whatever happened (or when there was none); Done
-// then books nothing more for it. Without it (a leg detached with
-// DetachCtx), Done books the context phase.
+// ContextDone ends the context phase: it refunds the ctx lease and, when
+// the phase ran to completion on the ctx worker (ran), the cache index
+// learns that the worker holds the prompt, and the watchdog compares what
+// the index expected with the cached tokens the engine reported
+// (reportedCached; < 0: none reported). Only the first call counts; it is
+// safe from any goroutine.
 func (p *Pair) ContextDone(ran bool, reportedCached int) {
-	if p == nil {
+	p.mu.Lock()
+	over := p.ctxOver
+	p.ctxOver = true
+	p.mu.Unlock()
+	if over {
 		return
 	}
 	p.Ctx.Release()
-	if !ran || p.ctxBooked {
-		return
-	}
-	p.ctxBooked = true
-	if p.router.conv != nil && p.Session != "" {
-		p.router.conv.prefilled(p.Session, p.ctxID, p.promptTokens, p.CtxCached, reportedCached)
+	if ran {
+		p.router.learnContext(p.Ctx.Endpoint(), p.hashes, p.ctxPred, p.promptTokens, reportedCached)
 	}
 }
 
-// Router picks (ctx, gen) pairs from a Pool with the configured policy.
+// Outcome is how an attempt ended, as far as the router cares.
+type Outcome struct {
+	// GenRan is true when the generation phase completed on the pair's gen
+	// worker: the request succeeded, and the worker holds its prompt.
+	GenRan bool
+}
+
+// End ends the attempt: both leases are refunded (the context phase ends
+// as not run unless ContextDone or a detached leg ended it), and when the
+// generation completed, the gen worker's index learns the prompt and the
+// session is pinned to the pair. A failed attempt creates no session.
+// Call it once per attempt; later calls do nothing.
+func (p *Pair) End(o Outcome) {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	done, detached := p.done, p.detached
+	p.done = true
+	p.mu.Unlock()
+	if done {
+		return
+	}
+	if !detached {
+		p.ContextDone(false, -1)
+	}
+	p.Gen.Release()
+	if !o.GenRan {
+		return
+	}
+	if !p.Same() {
+		p.router.learn(p.Gen.Endpoint(), p.hashes)
+	}
+	if c := p.router.cost; c != nil {
+		c.succeeded(p.Session, p.Ctx.Endpoint().ID, p.Gen.Endpoint().ID)
+	}
+}
+
+// Router picks (ctx, gen) pairs from a Pool with the configured policy and
+// keeps each worker's cache index.
 type Router struct {
 	pool   *Pool
 	cfg    Config
 	picker picker
-	conv   *Conversation // set when the policy is conversation
-	kv     *KVAware      // set when the policy is kv-aware
+	cost   *CostModel // set for the conversation and kv-aware policies
 	stats  *Stats
 	now    func() time.Time
 	// rerouted breaks least-load ties of RerouteGen.
 	rerouted atomic.Uint64
+	// onSignal is told when a worker's cache signal changes (nil: no one).
+	onSignal func(ep *Endpoint, ch kvindex.Change)
+	// shared tells the other replicas what this one's estimate learned
+	// (nil: local state).
+	shared SharedState
 }
 
 // New returns a router over pool. now may be nil (time.Now).
@@ -172,30 +174,84 @@ func New(pool *Pool, cfg Config, now func() time.Time) (*Router, error) {
 	}
 	r := &Router{pool: pool, cfg: cfg, stats: newStats(), now: now}
 	switch cfg.Policy {
-	case PolicyConversation:
-		r.conv = newConversation(cfg, now, r.stats, pool)
-		r.picker = r.conv
-		pool.OnMembershipChange(func() { r.conv.workersChanged(r.memberIDs()) })
+	case PolicyConversation, PolicyKVAware:
+		r.cost = newCostModel(cfg, r.stats, now, pool, r.Cache, cfg.Policy == PolicyConversation)
+		r.picker = r.cost
+		pool.OnMembershipChange(func() { r.cost.workersChanged(r.memberIDs()) })
 	case PolicyRoundRobin:
-		r.picker = &phasePicker{name: cfg.Policy, ctx: &RoundRobin{}, gen: &RoundRobin{}}
+		r.picker = &phasePicker{decision: DecisionRoundRobin, ctx: &RoundRobin{}, gen: &RoundRobin{}}
 	case PolicyLeastLoad:
-		r.picker = &phasePicker{name: cfg.Policy, ctx: &LeastLoad{}, gen: &LeastLoad{}}
+		r.picker = &phasePicker{decision: DecisionLeastLoad, ctx: &LeastLoad{}, gen: &LeastLoad{}}
 	case PolicyConsistentHash:
 		r.picker = newHashRing(pool, cfg.VirtualNodes, cfg.Fallback)
-	case PolicyKVAware:
-		r.kv = newKVAware(cfg, pool)
-		r.picker = r.kv
 	}
 	return r, nil
 }
 
-// ShareState makes the conversation policy share its sessions with other
-// duet replicas through s (other policies keep no sessions; load is shared
+// ShareState makes the cost model share its sessions with other duet
+// replicas through s (other policies keep no sessions; load is shared
 // through Endpoint.SetRemoteLoad). Call it before the first Route.
 func (r *Router) ShareState(s SharedState) {
-	if r.conv != nil {
-		r.conv.shared = s
+	if r.cost != nil {
+		r.cost.shared = s
 	}
+	r.shared = s
+	s.OnLearned(r.learnedElsewhere)
+}
+
+// learn records that ep now holds blocks hashes (this replica's request
+// left them there), in its cache index and, with shared state, in the
+// other replicas'.
+func (r *Router) learn(ep *Endpoint, hashes []uint64) {
+	r.Cache(ep).Sent(hashes)
+	if r.shared != nil && len(hashes) > 0 {
+		r.shared.Learned(ep.Identity(), hashes)
+	}
+}
+
+// learnedElsewhere applies what another replica's request left on the
+// worker with this identity.
+func (r *Router) learnedElsewhere(identity string, hashes []uint64) {
+	if ep := r.pool.ByIdentity(identity); ep != nil {
+		r.Cache(ep).Sent(hashes)
+	}
+}
+
+// OnSignalChange registers fn to be told when a worker's cache signal
+// changes (the watchdog demoted or promoted its KV events), once per
+// change. Call it before the first Route; fn must not block.
+func (r *Router) OnSignalChange(fn func(ep *Endpoint, ch kvindex.Change)) { r.onSignal = fn }
+
+// Cache returns what the router knows of ep's KV cache. A worker whose
+// cache size changed (a restart) gets a new, empty one; a worker that
+// comes back at another URL is another Endpoint, with its own.
+func (r *Router) Cache(ep *Endpoint) *kvindex.Cache {
+	want := r.cfg.cacheBlocks(ep)
+	for {
+		old := ep.cache.Load()
+		if old != nil && old.Capacity() == want {
+			return old
+		}
+		c := kvindex.NewCache(r.cfg.TokensPerBlock, want)
+		if ep.cache.CompareAndSwap(old, c) {
+			return c
+		}
+	}
+}
+
+// SignalChanged tells the router's observer of a change of ep's cache
+// signal that happened outside routing (an event stream lost).
+func (r *Router) SignalChanged(ep *Endpoint, ch kvindex.Change) {
+	if ch.Changed() && r.onSignal != nil {
+		r.onSignal(ep, ch)
+	}
+}
+
+// learnContext books a context phase that ran on ep: it now holds the
+// prompt, and the watchdog checks what the index expected of it.
+func (r *Router) learnContext(ep *Endpoint, hashes []uint64, pred kvindex.Prediction, promptTokens, reported int) {
+	r.SignalChanged(ep, r.Cache(ep).Observe(pred, promptTokens, reported))
+	r.learn(ep, hashes)
 }
 
 // Pool returns the router's pool.
@@ -218,18 +274,18 @@ func (r *Router) CacheSize(ep *Endpoint) (tokens int64, source string) { return 
 // SessionsPerWorker counts the sessions pinned to each worker (empty for
 // policies without sessions).
 func (r *Router) SessionsPerWorker() map[string]int {
-	if r.conv == nil {
+	if r.cost == nil {
 		return map[string]int{}
 	}
-	return r.conv.sessionsPerWorker()
+	return r.cost.sessionsPerWorker()
 }
 
 // Sessions is the number of live sessions.
 func (r *Router) Sessions() int {
-	if r.conv == nil {
+	if r.cost == nil {
 		return 0
 	}
-	return r.conv.sessions()
+	return r.cost.liveSessions()
 }
 
 func (r *Router) memberIDs() map[string]bool {
@@ -260,6 +316,9 @@ func (r *Router) Route(req *Request) (*Pair, error) {
 	}
 	ch := r.picker.pick(req, ctxCands, genCands)
 	unclaimProbes(probes, ch.ctx, ch.gen)
+	if ch.ctxPred == (kvindex.Prediction{}) {
+		ch.ctxPred = r.Cache(ch.ctx).Match(req.Hashes) // for the watchdog, under every policy
+	}
 	return &Pair{
 		Ctx:          ch.ctxLease,
 		Gen:          ch.genLease,
@@ -270,8 +329,7 @@ func (r *Router) Route(req *Request) (*Pair, error) {
 		GenCached:    ch.genCached,
 		promptTokens: len(req.Tokens),
 		hashes:       req.Hashes,
-		ctxID:        ch.ctx.ID,
-		genID:        ch.gen.ID,
+		ctxPred:      ch.ctxPred,
 		router:       r,
 	}, nil
 }
@@ -296,7 +354,7 @@ func filter(eps []*Endpoint, exclude map[string]bool) []*Endpoint {
 // second prefill. The new worker is the least loaded available one outside
 // exclude (and other than the ctx worker when possible); it is charged what
 // the old gen lease held, which is refunded. The session's gen pin is not
-// moved: its next turn finds the failed worker ejected and re-pins.
+// moved: the session is pinned when the attempt ends.
 func (r *Router) RerouteGen(p *Pair, exclude map[string]bool) error {
 	cands, probes := r.routable(filter(r.pool.Available(disagg.RoleGeneration), exclude), r.now(), nil)
 	if len(cands) == 0 {
@@ -306,6 +364,6 @@ func (r *Router) RerouteGen(p *Pair, exclude map[string]bool) error {
 	unclaimProbes(probes, nil, gen)
 	tokens := p.Gen.Tokens()
 	p.Gen.Release()
-	p.Gen, p.genID, p.GenCached = gen.Acquire(tokens), gen.ID, 0
+	p.Gen, p.GenCached = gen.Acquire(tokens), 0
 	return nil
 }

@@ -30,7 +30,7 @@ func TestRoundRobinCycles(t *testing.T) {
 		pair, err := r.Route(&Request{Tokens: make([]int, 10)})
 		require.NoError(t, err)
 		seen[pair.Ctx.Endpoint().ID]++
-		pair.Release()
+		pair.End(Outcome{})
 	}
 	require.Equal(t, map[string]int{"ctx-0": 10, "ctx-1": 10, "ctx-2": 10}, seen)
 }
@@ -46,7 +46,7 @@ func TestLeastLoadPicksLightestAndRotatesTies(t *testing.T) {
 		pair, err := r.Route(&Request{Tokens: make([]int, 10)})
 		require.NoError(t, err)
 		seen[pair.Ctx.Endpoint().ID]++
-		pair.Release()
+		pair.End(Outcome{})
 	}
 	require.Zero(t, seen["ctx-0"], "the loaded worker is avoided")
 	require.Equal(t, 10, seen["ctx-1"], "ties rotate, not first in slice order")
@@ -60,8 +60,8 @@ func TestLeastLoadChargesTokensAtRouteTime(t *testing.T) {
 	b, _ := r.Route(&Request{Tokens: make([]int, 10), MaxTokens: 10})
 	require.NotEqual(t, a.Ctx.Endpoint().ID, b.Ctx.Endpoint().ID, "the second request sees the first one's charge")
 	require.Equal(t, int64(600), a.Gen.Tokens())
-	a.Release()
-	b.Release()
+	a.End(Outcome{})
+	b.End(Outcome{})
 	for _, ep := range p.All() {
 		require.Zero(t, ep.Load())
 	}
@@ -92,13 +92,13 @@ func TestMixedWorkersNeverServeBothLegsWhenAnotherExists(t *testing.T) {
 		pair, err := r.Route(&Request{})
 		require.NoError(t, err)
 		require.False(t, pair.Same())
-		pair.Release()
+		pair.End(Outcome{})
 	}
 	p.Sync([]Member{{ID: "m0", URL: "http://a", Role: disagg.RoleMixed, Healthy: true}})
 	pair, err := r.Route(&Request{})
 	require.NoError(t, err)
 	require.True(t, pair.Same(), "a single mixed worker serves both phases")
-	pair.Release()
+	pair.End(Outcome{})
 }
 
 func TestUnknownPolicy(t *testing.T) {
@@ -124,8 +124,8 @@ func TestConcurrentRoutingReturnsLoadToZero(t *testing.T) {
 			for i := 0; i < 200; i++ {
 				pair, err := r.Route(&Request{Tokens: make([]int, i), MaxTokens: 5})
 				if err == nil {
-					pair.Release()
-					pair.Release()
+					pair.End(Outcome{})
+					pair.End(Outcome{})
 				}
 			}
 		}()

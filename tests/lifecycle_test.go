@@ -82,6 +82,6 @@ func TestCacheSaltKeepsTenantsApart(t *testing.T) {
 	other := converseWith(t, d, msgs, `,"cache_salt":"tenant-b"`)
 	require.Equal(t, "new", other.route, "another tenant's continuation is not this session")
 	same := converseWith(t, d, msgs, `,"cache_salt":"tenant-a"`)
-	require.Equal(t, "implicit", same.route, "the same tenant's continuation is")
+	require.Equal(t, "cached", same.route, "the same tenant's continuation is cached")
 	require.Equal(t, first.ctx, same.ctx)
 }

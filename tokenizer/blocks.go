@@ -73,3 +73,11 @@ func HashTokens(tokens []int) uint64 {
 	buf := make([]byte, 8+4*len(tokens))
 	return hashBlock(buf, 0, tokens)
 }
+
+// ChainBlockHashes returns the chained hashes of the full blocks of tokens
+// when they follow a block whose chained hash is parent (0: tokens start
+// a prompt): what BlockHashes gives for those blocks of the whole prompt.
+// It names blocks an engine reports by their tokens (KV cache events).
+func ChainBlockHashes(parent uint64, tokens []int, blockSize int) []uint64 {
+	return extendBlockHashes(nil, parent, tokens, blockSize)
+}

@@ -46,6 +46,32 @@ func TestBenchFlagsTakeAiperfSpellings(t *testing.T) {
 	require.Equal(t, 30*time.Second, cfg.GracePeriod)
 }
 
+func TestBenchPrefixPromptFlags(t *testing.T) {
+	for _, c := range []struct {
+		name         string
+		args         []string
+		pool, length int
+		stddev, zipf float64
+	}{
+		{"aiperf's names", []string{"--prefix-prompt-pool-size", "150", "--prefix-prompt-length", "25000"}, 150, 25000, 0, 0},
+		{"aiperf's other spellings", []string{"--num-prefix-prompts", "3", "--prompt-prefix-length", "10"}, 3, 10, 0, 0},
+		{"aiperf 0.5's pool spelling", []string{"--prompt-prefix-pool-size", "2", "--prefix-prompt-length", "10"}, 2, 10, 0, 0},
+		{"duet's spread and popularity", []string{"--prefix-prompt-pool-size", "150", "--prefix-prompt-length", "25000",
+			"--prefix-prompt-length-stddev", "8000", "--prefix-prompt-zipf", "1.1"}, 150, 25000, 8000, 1.1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg, err := parseBench(t, append([]string{"-m", "m"}, c.args...)...)
+			require.NoError(t, err)
+			require.Equal(t, c.pool, cfg.PrefixPromptPoolSize)
+			require.Equal(t, c.length, cfg.PrefixPromptLength)
+			require.Equal(t, c.stddev, cfg.PrefixPromptLengthStddev)
+			require.Equal(t, c.zipf, cfg.PrefixPromptZipf)
+		})
+	}
+	_, err := parseBench(t, "-m", "m", "--prefix-prompt-length", "100")
+	require.ErrorContains(t, err, "--prefix-prompt-pool-size: must be >= 1 with --prefix-prompt-length")
+}
+
 func TestBenchFlagErrorsNameTheFlag(t *testing.T) {
 	_, err := parseBench(t, "-m", "m", "--extra-inputs", "oops")
 	require.ErrorContains(t, err, "--extra-inputs")

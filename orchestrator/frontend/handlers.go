@@ -18,6 +18,7 @@ import (
 	"github.com/duet-serve/duet/orchestrator/protocol"
 	"github.com/duet-serve/duet/proto/disagg"
 	"github.com/duet-serve/duet/proto/openai"
+	"github.com/duet-serve/duet/router/kvindex"
 	"github.com/valyala/fasthttp"
 	"go.uber.org/zap"
 )
@@ -276,10 +277,13 @@ type workerInfo struct {
 	// KVCacheSource where it comes from: worker, config or default.
 	KVCacheTokens int64  `json:"kv_cache_tokens"`
 	KVCacheSource string `json:"kv_cache_source"`
-	// KVCacheClock is the tokens touched in the worker's KV cache so far,
-	// as the conversation policy's cache model counts them (with shared
-	// state, every replica's traffic).
-	KVCacheClock int64 `json:"kv_cache_clock_tokens"`
+	// CacheSignal is where the router's view of the worker's cache comes
+	// from: estimate, events, or fallback (events that stopped agreeing;
+	// CacheSignalReason says why).
+	CacheSignal       string `json:"cache_signal"`
+	CacheSignalReason string `json:"cache_signal_reason,omitempty"`
+	// IndexedBlocks is how many blocks the router's view holds.
+	IndexedBlocks int `json:"indexed_blocks"`
 }
 
 func (s *Server) clusterInfo(ctx *fasthttp.RequestCtx) {
@@ -288,9 +292,15 @@ func (s *Server) clusterInfo(ctx *fasthttp.RequestCtx) {
 	var workers []workerInfo
 	for _, ep := range s.opts.Pool.All() {
 		cacheTokens, cacheSource := rt.CacheSize(ep)
+		cache := rt.Cache(ep)
+		signal, why := cache.State()
+		estimate, events := cache.Held()
+		if signal == kvindex.StateEvents {
+			estimate = events
+		}
 		workers = append(workers, workerInfo{ID: ep.ID, URL: ep.URL, Role: string(ep.Role), BootstrapPort: ep.BootstrapPort, Healthy: ep.Healthy(),
 			Draining: ep.Draining(), LoadTokens: ep.Load(), InFlight: ep.InFlight(), Sessions: sessions[ep.ID],
-			KVCacheTokens: cacheTokens, KVCacheSource: cacheSource, KVCacheClock: ep.CacheClock()})
+			KVCacheTokens: cacheTokens, KVCacheSource: cacheSource, CacheSignal: string(signal), CacheSignalReason: why, IndexedBlocks: estimate})
 	}
 	info := map[string]any{"workers": workers, "protocol": s.opts.Orchestrator.Config().Protocol,
 		"policy": rt.Policy(), "sessions": rt.Sessions()}

@@ -91,6 +91,9 @@ type Context struct {
 	// (prompt_tokens, prompt_tokens_details.cached_tokens,
 	// completion_tokens); 0 when not reported.
 	PromptTokens, CachedTokens, CompletionTokens int
+	// CachedReported is true when Usage has prompt_tokens_details (not
+	// every engine reports cached tokens).
+	CachedReported bool
 	// FinishReason is choices[0].finish_reason as the engine wrote it ("" when
 	// null or absent). It is an engine's value (length, not_finished,
 	// remote_decode, ...), not necessarily an OpenAI one: only a Finished

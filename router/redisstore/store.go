@@ -9,7 +9,6 @@ package redisstore
 import (
 	"context"
 	"crypto/rand"
-	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -23,13 +22,8 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Index bounds (see scripts.go).
+// Queue bounds.
 const (
-	// maxPerEnd is how many sessions may end their previous prompt at one
-	// block before the end counts as a common prefix.
-	maxPerEnd = 8
-	// maxMatchEnds is how many ends with sessions one Find returns.
-	maxMatchEnds = 2
 	// saveQueue bounds the saves waiting for the writer; beyond it they are
 	// dropped (and counted).
 	saveQueue = 4096
@@ -66,7 +60,8 @@ type Store struct {
 	up        atomic.Bool
 	failures  atomic.Int32 // calls failed in a row
 	stateMu   sync.Mutex   // serialises up/down changes and their OnState calls
-	saves     chan router.SessionRecord
+	writes    chan write
+	onLearned atomic.Pointer[func(identity string, hashes []uint64)]
 	dropped   atomic.Uint64
 	roundTrip atomic.Uint64
 	replicas  atomic.Int64
@@ -94,7 +89,7 @@ func New(cfg Config, pool *router.Pool, opts Options) (*Store, error) {
 		DialTimeout: r.DialTimeout, ReadTimeout: r.Timeout, WriteTimeout: r.Timeout, PoolSize: r.PoolSize,
 		MaxRetries: -1, ContextTimeoutEnabled: true, DisableIdentity: true})
 	return &Store{cfg: cfg, opts: opts, pool: pool, client: client, prefix: r.KeyPrefix, replica: replicaName(),
-		saves: make(chan router.SessionRecord, saveQueue)}, nil
+		writes: make(chan write, saveQueue)}, nil
 }
 
 // quietClientLog silences go-redis's own logger once per process: it
@@ -123,77 +118,69 @@ func (s *Store) Up() bool { return s.up.Load() }
 func (s *Store) Replicas() int64 { return s.replicas.Load() }
 
 // RoundTrips counts the calls made to Redis (each Find, each sync, each
-// pipelined batch of saves, each admin change).
+// pipelined batch of writes, each admin change).
 func (s *Store) RoundTrips() uint64 { return s.roundTrip.Load() }
 
-// DroppedSaves counts the session saves dropped because Redis was down or
-// the queue was full.
+// DroppedSaves counts the session saves and learned blocks dropped
+// because Redis was down or the queue was full.
 func (s *Store) DroppedSaves() uint64 { return s.dropped.Load() }
 
 // Find implements router.SharedState: one script call bounded by the
 // configured timeout.
-func (s *Store) Find(key string, ends []uint64) ([]router.SessionRecord, error) {
+func (s *Store) Find(key string) (router.SessionRecord, bool, error) {
 	if !s.up.Load() {
-		return nil, router.ErrStoreDown
+		return router.SessionRecord{}, false, router.ErrStoreDown
 	}
-	args := []any{s.prefix, key, maxPerEnd, maxMatchEnds, s.replica, packEnds(ends)}
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.Redis.Timeout)
 	defer cancel()
 	start := time.Now()
-	res, err := s.call(ctx, findScript, args)
+	res, err := s.call(ctx, findScript, []any{s.prefix, key, s.replica})
 	if s.opts.ObserveFind != nil {
 		s.opts.ObserveFind(time.Since(start))
 	}
 	if err != nil {
-		return nil, err
+		return router.SessionRecord{}, false, err
 	}
 	parts, ok := res.([]any)
 	if !ok || len(parts) != 2 {
-		return nil, fmt.Errorf("redisstore: unexpected find reply %T", res)
+		return router.SessionRecord{}, false, fmt.Errorf("redisstore: unexpected find reply %T", res)
 	}
 	if err := s.setRemoteLoads(parts[1]); err != nil {
-		return nil, err
+		return router.SessionRecord{}, false, err
 	}
-	return decodeFound(parts[0])
-}
-
-// packEnds writes ends as one string of 8-byte keys (endKey each): one
-// script argument, not one per end.
-func packEnds(ends []uint64) string {
-	b := make([]byte, 8*len(ends))
-	for i, e := range ends {
-		binary.BigEndian.PutUint64(b[8*i:], e)
+	raw, _ := parts[0].(string)
+	if raw == "" {
+		return router.SessionRecord{}, false, nil
 	}
-	return string(b)
-}
-
-// decodeFound reads findScript's (key, record) pairs; a malformed record
-// is skipped.
-func decodeFound(res any) ([]router.SessionRecord, error) {
-	flat, ok := res.([]any)
-	if !ok || len(flat)%2 != 0 {
-		return nil, fmt.Errorf("redisstore: unexpected find records %T", res)
+	rec, err := decodeRecord(key, raw)
+	if err != nil { // another duet version's record: route as new
+		return router.SessionRecord{}, false, nil
 	}
-	out := make([]router.SessionRecord, 0, len(flat)/2)
-	for i := 0; i < len(flat); i += 2 {
-		key, _ := flat[i].(string)
-		raw, _ := flat[i+1].(string)
-		if rec, err := decodeRecord(key, raw); err == nil {
-			out = append(out, rec)
-		}
-	}
-	return out, nil
+	return rec, true, nil
 }
 
 // Save implements router.SharedState: the record is queued for the writer
 // (Run), never waited for.
-func (s *Store) Save(rec router.SessionRecord) {
+func (s *Store) Save(rec router.SessionRecord) { s.queue(write{rec: rec}) }
+
+// Learned implements router.SharedState: the blocks are queued for the
+// writer, which publishes them to the other replicas.
+func (s *Store) Learned(identity string, hashes []uint64) {
+	s.queue(write{identity: identity, hashes: hashes})
+}
+
+// OnLearned implements router.SharedState.
+func (s *Store) OnLearned(fn func(identity string, hashes []uint64)) { s.onLearned.Store(&fn) }
+
+// queue hands w to the writer, or drops it (counted) while Redis is down
+// or the queue is full.
+func (s *Store) queue(w write) {
 	if !s.up.Load() {
 		s.dropped.Add(1)
 		return
 	}
 	select {
-	case s.saves <- rec:
+	case s.writes <- w:
 	default:
 		s.dropped.Add(1)
 	}
@@ -248,63 +235,70 @@ func (s *Store) setUp(up bool, err error) {
 	}
 }
 
-// publishGap is the least time between two load syncs: a replica whose
-// load changes all the time publishes at most this often.
-const publishGap = 5 * time.Millisecond
-
-// Run syncs load (and reconnects) every load_interval and as soon as this
-// replica's load changed (at most every publishGap), and writes queued
-// saves, until ctx ends; then it closes the connections.
+// Run syncs load (and reconnects) every load_interval, writes queued
+// saves and learned blocks, and passes on what the other replicas learned,
+// until ctx ends; then it closes the connections.
 func (s *Store) Run(ctx context.Context) {
-	done := make(chan struct{})
-	go func() { defer close(done); s.writeSaves(ctx) }()
+	var wg sync.WaitGroup
+	wg.Add(2)
+	sub := s.subscribe(ctx)
+	go func() { defer wg.Done(); s.writeAll(ctx) }()
+	go func() { defer wg.Done(); s.listen(ctx, sub) }()
 	tick := time.NewTicker(s.cfg.LoadInterval)
 	defer tick.Stop()
 	for {
-		synced := time.Now()
 		s.sync(ctx)
 		select {
 		case <-ctx.Done():
-			<-done
+			wg.Wait()
 			_ = s.client.Close()
 			return
 		case <-tick.C:
-		case <-s.pool.LoadChanged():
-		}
-		if wait := publishGap - time.Since(synced); wait > 0 {
-			time.Sleep(wait) // changes in a burst share one publication
 		}
 	}
 }
 
-// writeSaves sends queued saves, pipelined in batches, until ctx ends.
-func (s *Store) writeSaves(ctx context.Context) {
-	batch := make([]router.SessionRecord, 0, saveBatch)
+// write is one queued write: a session record, or blocks a worker learned
+// (identity set).
+type write struct {
+	rec      router.SessionRecord
+	identity string
+	hashes   []uint64
+}
+
+// writeAll sends queued writes, pipelined in batches, until ctx ends.
+func (s *Store) writeAll(ctx context.Context) {
+	batch := make([]write, 0, saveBatch)
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case rec := <-s.saves:
-			batch = append(batch[:0], rec)
+		case w := <-s.writes:
+			batch = append(batch[:0], w)
 		}
-		for len(batch) < saveBatch && len(s.saves) > 0 {
-			batch = append(batch, <-s.saves)
+		for len(batch) < saveBatch && len(s.writes) > 0 {
+			batch = append(batch, <-s.writes)
 		}
 		s.writeBatch(ctx, batch)
 	}
 }
 
-func (s *Store) writeBatch(ctx context.Context, batch []router.SessionRecord) {
+// writeBatch sends a batch in one round trip: each record with its TTL,
+// each learned block list published to the other replicas.
+func (s *Store) writeBatch(ctx context.Context, batch []write) {
 	if !s.up.Load() {
 		s.dropped.Add(uint64(len(batch)))
 		return
 	}
-	ttl := s.opts.SessionTTL.Milliseconds()
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Redis.Timeout)
 	defer cancel()
 	pipe := s.client.Pipeline()
-	for _, rec := range batch {
-		saveScript.Run(ctx, pipe, nil, s.prefix, rec.Key, encodeRecord(rec), endKey(rec.End), ttl, maxPerEnd)
+	for _, w := range batch {
+		if w.identity != "" {
+			pipe.Publish(ctx, s.prefix+learnedChannel, encodeLearned(s.replica, w.identity, w.hashes))
+			continue
+		}
+		pipe.Set(ctx, s.prefix+"s:"+w.rec.Key, encodeRecord(w.rec), s.opts.SessionTTL)
 	}
 	s.roundTrip.Add(1)
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {

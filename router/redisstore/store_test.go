@@ -3,7 +3,6 @@ package redisstore
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -52,7 +51,11 @@ func (r *replica) syncNow() { r.store.sync(context.Background()) }
 
 // saveNow writes records the way Run's writer does.
 func (r *replica) saveNow(recs ...router.SessionRecord) {
-	r.store.writeBatch(context.Background(), recs)
+	var ws []write
+	for _, rec := range recs {
+		ws = append(ws, write{rec: rec})
+	}
+	r.store.writeBatch(context.Background(), ws)
 }
 
 func TestFindBySessionKeyAcrossReplicas(t *testing.T) {
@@ -60,83 +63,28 @@ func TestFindBySessionKeyAcrossReplicas(t *testing.T) {
 	a, b := newReplica(t, srv.Addr(), time.Minute), newReplica(t, srv.Addr(), time.Minute)
 	a.syncNow()
 	b.syncNow()
-	rec := router.SessionRecord{Key: "conv-1", Ctx: "http://127.0.0.1:9100", Gen: "http://127.0.0.1:9200",
-		CtxHeld: 4096, GenHeld: 4200, End: 0xfeedface, EndDepth: 128, TailLen: 7, TailHash: 0xabc}
+	rec := router.SessionRecord{Key: "conv-1", Ctx: "http://127.0.0.1:9100", Gen: "http://127.0.0.1:9200"}
 	a.saveNow(rec)
 
-	got, err := b.store.Find("conv-1", nil)
+	got, ok, err := b.store.Find("conv-1")
 	require.NoError(t, err)
-	require.Equal(t, []router.SessionRecord{rec}, got)
+	require.True(t, ok)
+	require.Equal(t, rec, got)
 
-	got, err = b.store.Find("conv-unknown", nil)
+	_, ok, err = b.store.Find("conv-unknown")
 	require.NoError(t, err)
-	require.Empty(t, got)
-}
-
-func TestFindByPromptEnd(t *testing.T) {
-	srv := redistest.Start(t)
-	a, b := newReplica(t, srv.Addr(), time.Minute), newReplica(t, srv.Addr(), time.Minute)
-	a.syncNow()
-	b.syncNow()
-	first := router.SessionRecord{Key: "s1", Ctx: "c", Gen: "g", End: 11, EndDepth: 3, TailLen: 5, TailHash: 1}
-	a.saveNow(first)
-
-	got, err := b.store.Find("", []uint64{40, 30, 11, 0})
-	require.NoError(t, err)
-	require.Equal(t, []router.SessionRecord{first}, got)
-
-	// The session's next turn ends elsewhere: the old end no longer names it.
-	next := first
-	next.End, next.EndDepth = 40, 9
-	a.saveNow(next)
-	got, err = b.store.Find("", []uint64{11})
-	require.NoError(t, err)
-	require.Empty(t, got)
-	got, err = b.store.Find("", []uint64{50, 40, 11})
-	require.NoError(t, err)
-	require.Equal(t, []router.SessionRecord{next}, got)
-}
-
-func TestFindReturnsTheFirstEndsWithSessions(t *testing.T) {
-	srv := redistest.Start(t)
-	a := newReplica(t, srv.Addr(), time.Minute)
-	a.syncNow()
-	for i, end := range []uint64{30, 20, 10} {
-		a.saveNow(router.SessionRecord{Key: fmt.Sprint("s", i), End: end, EndDepth: int(end)})
-	}
-	got, err := a.store.Find("", []uint64{99, 30, 20, 10})
-	require.NoError(t, err)
-	require.Len(t, got, maxMatchEnds)
-	require.Equal(t, []string{"s0", "s1"}, []string{got[0].Key, got[1].Key})
-}
-
-func TestCommonPrefixEndIsSkippedAndBounded(t *testing.T) {
-	srv := redistest.Start(t)
-	a := newReplica(t, srv.Addr(), time.Minute)
-	a.syncNow()
-	for i := 0; i < 3*maxPerEnd; i++ {
-		a.saveNow(router.SessionRecord{Key: fmt.Sprint("s", i), End: 7, EndDepth: 1})
-	}
-	got, err := a.store.Find("", []uint64{7})
-	require.NoError(t, err)
-	require.Empty(t, got, "an end shared by more than %d sessions is a common prefix", maxPerEnd)
-	n, err := a.store.client.ZCard(context.Background(), a.store.prefix+"px:"+endKey(7)).Result()
-	require.NoError(t, err)
-	require.Equal(t, int64(maxPerEnd+1), n, "the index of a common prefix stops growing")
+	require.False(t, ok)
 }
 
 func TestExpiredSessionsAreForgotten(t *testing.T) {
 	srv := redistest.Start(t)
 	a := newReplica(t, srv.Addr(), 50*time.Millisecond)
 	a.syncNow()
-	a.saveNow(router.SessionRecord{Key: "s", End: 5, EndDepth: 1})
+	a.saveNow(router.SessionRecord{Key: "s", Ctx: "c"})
 	time.Sleep(150 * time.Millisecond) // past the TTL: Redis expires it whatever the load
-	got, err := a.store.Find("s", nil)
+	_, ok, err := a.store.Find("s")
 	require.NoError(t, err)
-	require.Empty(t, got)
-	got, err = a.store.Find("", []uint64{5})
-	require.NoError(t, err)
-	require.Empty(t, got)
+	require.False(t, ok)
 }
 
 func TestLoadIsSummedOverLiveReplicas(t *testing.T) {
@@ -173,76 +121,55 @@ func TestFindReadsTheOthersLoad(t *testing.T) {
 	defer l.Release()
 	a.syncNow() // a publishes; b has not synced since
 	require.Zero(t, b.pool.Get("ctx-0").Load())
-	_, err := b.store.Find("any", nil)
+	_, _, err := b.store.Find("any")
 	require.NoError(t, err)
 	require.Equal(t, int64(70), b.pool.Get("ctx-0").Load(), "the routing call brings the others' load")
 }
 
-// Every replica reads the ctx workers' cache clocks as the sum of all
-// replicas' bookings; gen workers have none.
-func TestCacheClocksAreSharedAcrossReplicas(t *testing.T) {
+// What one replica's requests left in a worker's cache reaches the
+// others' estimates.
+func TestLearnedBlocksReachTheOtherReplicas(t *testing.T) {
 	srv := redistest.Start(t)
 	a, b := newReplica(t, srv.Addr(), time.Minute), newReplica(t, srv.Addr(), time.Minute)
-	a.pool.Get("ctx-0").TouchCache(100)
-	b.pool.Get("ctx-0").TouchCache(30)
 	a.syncNow()
 	b.syncNow()
-	require.Equal(t, int64(130), b.pool.Get("ctx-0").CacheClock())
-	require.Equal(t, int64(100), a.pool.Get("ctx-0").CacheClock(), "a has not synced since b booked")
-	a.syncNow()
-	require.Equal(t, int64(130), a.pool.Get("ctx-0").CacheClock())
-	a.syncNow()
-	require.Equal(t, int64(130), a.pool.Get("ctx-0").CacheClock(), "each booking is added once")
-
-	keys, err := a.store.client.Keys(context.Background(), "duet:clock:*").Result()
-	require.NoError(t, err)
-	require.Equal(t, []string{"duet:clock:http://127.0.0.1:9100"}, keys, "only ctx workers have clocks")
-	ttl, err := a.store.client.PTTL(context.Background(), keys[0]).Result()
-	require.NoError(t, err)
-	require.InDelta(t, time.Minute.Seconds(), ttl.Seconds(), 5, "a clock outlives its worker by a session TTL")
+	type learned struct {
+		identity string
+		hashes   []uint64
+	}
+	got := make(chan learned, 16)
+	b.store.OnLearned(func(identity string, hashes []uint64) { got <- learned{identity, hashes} })
+	a.store.OnLearned(func(string, []uint64) { t.Error("a replica hears its own messages") })
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for _, r := range []*replica{a, b} {
+		wg.Add(1)
+		sub := r.store.subscribe(ctx)
+		go func() { defer wg.Done(); r.store.listen(ctx, sub) }()
+	}
+	defer func() { cancel(); wg.Wait() }()
+	want := learned{"http://127.0.0.1:9100", []uint64{1, 1 << 63, 42}}
+	require.Eventually(t, func() bool { // until b's subscription is in place
+		a.store.writeBatch(context.Background(), []write{{identity: want.identity, hashes: want.hashes}})
+		select {
+		case g := <-got:
+			require.Equal(t, want, g)
+			return true
+		case <-time.After(50 * time.Millisecond):
+			return false
+		}
+	}, 10*time.Second, time.Millisecond)
 }
 
-// While Redis is down a replica's clock counts its own bookings, which
-// reach the store once it is back; a store that lost its count (restarted
-// empty) never sets a clock back.
-func TestCacheClockAcrossAnOutage(t *testing.T) {
-	srv := redistest.Start(t)
-	a, b := newReplica(t, srv.Addr(), time.Minute), newReplica(t, srv.Addr(), time.Minute)
-	b.pool.Get("ctx-0").TouchCache(1000)
-	b.syncNow()
-	a.syncNow()
-	ctx := a.pool.Get("ctx-0")
-	require.Equal(t, int64(1000), ctx.CacheClock())
-
-	srv.Stop()
-	ctx.TouchCache(50)
-	a.syncNow() // fails: the 50 stay to be sent
-	require.False(t, a.store.Up())
-	require.Equal(t, int64(1050), ctx.CacheClock())
-
-	srv.Restart() // empty
-	a.syncNow()
-	require.True(t, a.store.Up())
-	require.Equal(t, int64(1050), ctx.CacheClock(), "the 50 counted once, the lost 1000 still")
-	total, err := a.store.client.Get(context.Background(), "duet:clock:http://127.0.0.1:9100").Int64()
+func TestLearnedMessageRoundTrip(t *testing.T) {
+	r, id, hs, err := decodeLearned(encodeLearned("r1", "http://w:1", []uint64{7, 0, 1<<64 - 1}))
 	require.NoError(t, err)
-	require.Equal(t, int64(50), total, "sent after the outage")
-	b.pool.Get("ctx-0").TouchCache(7)
-	b.syncNow()
-	a.syncNow()
-	require.Equal(t, int64(1057), ctx.CacheClock())
-}
-
-func TestLoadChangeIsSignalled(t *testing.T) {
-	p := newReplica(t, "127.0.0.1:1", time.Minute).pool
-	l := p.Get("ctx-0").Acquire(1)
-	<-p.LoadChanged()
-	l.Release()
-	<-p.LoadChanged()
-	select {
-	case <-p.LoadChanged():
-		t.Fatal("one signal per change at most")
-	default:
+	require.Equal(t, "r1", r)
+	require.Equal(t, "http://w:1", id)
+	require.Equal(t, []uint64{7, 0, 1<<64 - 1}, hs)
+	for _, bad := range []string{"", "r1", "r1\x00", "r1\x00\x00", "r1\x00id\x00abc"} {
+		_, _, _, err := decodeLearned(bad)
+		require.Error(t, err, bad)
 	}
 }
 
@@ -264,7 +191,7 @@ func TestSilentReplicaDropsOut(t *testing.T) {
 func TestStoreDownAndBack(t *testing.T) {
 	srv := redistest.Start(t)
 	a, b := newReplica(t, srv.Addr(), time.Minute), newReplica(t, srv.Addr(), time.Minute)
-	_, err := a.store.Find("s", nil)
+	_, _, err := a.store.Find("s")
 	require.ErrorIs(t, err, router.ErrStoreDown, "not up before the first sync")
 	l := b.pool.Get("ctx-0").Acquire(100)
 	defer l.Release()
@@ -274,11 +201,11 @@ func TestStoreDownAndBack(t *testing.T) {
 	require.Equal(t, int64(100), a.pool.Get("ctx-0").Load())
 
 	srv.Stop()
-	_, err = a.store.Find("s", nil)
+	_, _, err = a.store.Find("s")
 	require.Error(t, err)
 	require.False(t, a.store.Up())
 	require.Equal(t, int64(0), a.pool.Get("ctx-0").Load(), "the others' load is forgotten while the store is down")
-	_, err = a.store.Find("s", nil)
+	_, _, err = a.store.Find("s")
 	require.ErrorIs(t, err, router.ErrStoreDown, "no call while down")
 	a.saveNow(router.SessionRecord{Key: "lost"})
 	require.Equal(t, uint64(1), a.store.DroppedSaves())
@@ -289,9 +216,10 @@ func TestStoreDownAndBack(t *testing.T) {
 	a.syncNow()
 	require.True(t, a.store.Up())
 	a.saveNow(router.SessionRecord{Key: "back", Ctx: "c"})
-	got, err := a.store.Find("back", nil)
+	got, ok, err := a.store.Find("back")
 	require.NoError(t, err)
-	require.Len(t, got, 1)
+	require.True(t, ok)
+	require.Equal(t, "c", got.Ctx)
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	require.Equal(t, []bool{true, false, true}, a.states, "one report per change")
@@ -307,12 +235,12 @@ func TestSlowCallsMarkTheStoreDownOnlyInARow(t *testing.T) {
 	go func() { blocked <- stall.Do(context.Background(), "DEBUG", "SLEEP", "0.5").Err() }()
 	time.Sleep(100 * time.Millisecond) // the server is asleep
 	for i := 1; i < downAfter; i++ {
-		_, err := a.store.Find("s", nil)
+		_, _, err := a.store.Find("s")
 		require.Error(t, err)
 		require.False(t, errors.Is(err, router.ErrStoreDown), "call %d: a slow call is not an outage", i)
 		require.True(t, a.store.Up())
 	}
-	_, err := a.store.Find("s", nil)
+	_, _, err := a.store.Find("s")
 	require.Error(t, err)
 	require.False(t, a.store.Up(), "%d slow calls in a row are", downAfter)
 	require.NoError(t, <-blocked)
@@ -342,18 +270,12 @@ func TestPublishWorkerWhileDown(t *testing.T) {
 }
 
 func TestRecordRoundTrip(t *testing.T) {
-	rec := router.SessionRecord{Key: "k", Ctx: "http://a:1", Gen: "", CtxHeld: 1, CtxMark: 1 << 40, GenHeld: 2,
-		End: 1<<64 - 1, EndDepth: 3, TailLen: 31, TailHash: 42}
+	rec := router.SessionRecord{Key: "k", Ctx: "http://a:1", Gen: ""}
 	got, err := decodeRecord("k", encodeRecord(rec))
 	require.NoError(t, err)
 	require.Equal(t, rec, got)
-	got, err = decodeRecord("k", "1\nhttp://a:1\n\n1\n2\nffffffffffffffff\n3\n31\n2a") // an older duet's
-	require.NoError(t, err)
-	rec.CtxMark = 0 // unknown
-	require.Equal(t, rec, got)
-	for _, bad := range []string{"", "3\na\nb\n1\n2\n3\n4\n5\n6\n7", "2\na\nb\n1\n2\n3\n4\n5\n6",
-		"1\na\nb\n1\n2\n3\n4\n5\n6\n7", "2\na\nb\n1\n2\n3\n4\n5\n6\nx",
-		"1\na\nb\nx\n2\n3\n4\n5\n6", "1\na\nb\n1\n2\n3\n4\n5"} {
+	for _, bad := range []string{"", "3\na", "3\na\nb\nc", "2\na\nb\n1\n2\n3\n4\n5\n6\n7", // an older duet's
+		"1\na\nb\n1\n2\n3\n4\n5\n6"} {
 		_, err := decodeRecord("k", bad)
 		require.Error(t, err, bad)
 	}
@@ -376,27 +298,15 @@ func TestConfigErrorsNameTheKey(t *testing.T) {
 }
 
 // BenchmarkFind is one routing-path call against a real Redis: a session
-// by key, and a 4k-token prompt's 128 ends without a match (a new
-// conversation: the costliest lookup).
+// by key.
 func BenchmarkFind(b *testing.B) {
 	srv := redistest.Start(b)
 	r := newReplica(b, srv.Addr(), time.Minute)
 	r.syncNow()
-	r.saveNow(router.SessionRecord{Key: "conv", Ctx: "http://127.0.0.1:9100", Gen: "http://127.0.0.1:9200", End: 1, EndDepth: 1})
-	ends := make([]uint64, 128)
-	for i := range ends {
-		ends[i] = uint64(1000 + i)
-	}
+	r.saveNow(router.SessionRecord{Key: "conv", Ctx: "http://127.0.0.1:9100", Gen: "http://127.0.0.1:9200"})
 	b.Run("key", func(b *testing.B) {
 		for b.Loop() {
-			if _, err := r.store.Find("conv", nil); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
-	b.Run("prefix-miss-128", func(b *testing.B) {
-		for b.Loop() {
-			if _, err := r.store.Find("", ends); err != nil {
+			if _, _, err := r.store.Find("conv"); err != nil {
 				b.Fatal(err)
 			}
 		}

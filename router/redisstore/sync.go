@@ -14,9 +14,8 @@ import (
 )
 
 // sync is one exchange: it publishes this replica's load per worker and
-// sets each endpoint's remote load to the other live replicas' sum, adds
-// this replica's bookings to the ctx workers' cache clocks and reads their
-// totals, and delivers changed admin changes. While Redis is down it is
+// sets each endpoint's remote load to the other live replicas' sum, and
+// delivers changed admin changes. While Redis is down it is
 // the reconnect attempt; the first success loads the scripts and marks the
 // store up.
 func (s *Store) sync(ctx context.Context) {
@@ -28,39 +27,20 @@ func (s *Store) sync(ctx context.Context) {
 			return
 		}
 	}
-	all := s.pool.All()
-	clocked := clockedWorkers(all)
-	res, err := s.call(ctx, syncScript, s.syncArgs(all, clocked))
+	res, err := s.call(ctx, syncScript, s.syncArgs(s.pool.All()))
 	if err != nil {
-		// The bookings are sent again next time. A call that timed out
-		// after Redis ran it is counted twice: the clock runs ahead by what
-		// it carried, and sessions look a little older than they are.
 		return
 	}
-	if err := s.apply(res, clocked); err != nil {
+	if err := s.apply(res); err != nil {
 		s.failed(err)
 		return
 	}
 	s.setUp(true, nil)
 }
 
-// clockedWorkers are the workers whose KV cache clocks the store keeps: the
-// ones that serve context phases.
-func clockedWorkers(all []*router.Endpoint) []*router.Endpoint {
-	out := make([]*router.Endpoint, 0, len(all))
-	for _, ep := range all {
-		if ep.Role.ServesContext() {
-			out = append(out, ep)
-		}
-	}
-	return out
-}
-
-// syncArgs are syncScript's arguments: this replica's load per worker, then
-// its cache clock bookings on the clocked workers (taken from them: a
-// failed sync returns them).
-func (s *Store) syncArgs(all, clocked []*router.Endpoint) []any {
-	args := []any{s.prefix, s.replica, s.cfg.LoadTTL.Milliseconds(), 0, s.opts.SessionTTL.Milliseconds()}
+// syncArgs are syncScript's arguments: this replica's load per worker.
+func (s *Store) syncArgs(all []*router.Endpoint) []any {
+	args := []any{s.prefix, s.replica, s.cfg.LoadTTL.Milliseconds(), 0}
 	loads := 0
 	for _, ep := range all {
 		if load := ep.LocalLoad(); load > 0 {
@@ -69,9 +49,6 @@ func (s *Store) syncArgs(all, clocked []*router.Endpoint) []any {
 		}
 	}
 	args[3] = loads
-	for _, ep := range clocked {
-		args = append(args, ep.Identity(), ep.TakeCacheTouches())
-	}
 	return args
 }
 
@@ -87,20 +64,11 @@ func (s *Store) loadScripts(ctx context.Context) error {
 	return err
 }
 
-// apply reads syncScript's reply: {live replicas, loads, workers, the
-// clocked workers' totals}.
-func (s *Store) apply(res any, clocked []*router.Endpoint) error {
+// apply reads syncScript's reply: {live replicas, loads, workers}.
+func (s *Store) apply(res any) error {
 	parts, ok := res.([]any)
-	if !ok || len(parts) != 4 {
+	if !ok || len(parts) != 3 {
 		return fmt.Errorf("redisstore: unexpected sync reply %T", res)
-	}
-	totals, ok := parts[3].([]any)
-	if !ok || len(totals) != len(clocked) {
-		return fmt.Errorf("redisstore: unexpected clock totals %T", parts[3])
-	}
-	for i, ep := range clocked {
-		total, _ := totals[i].(int64)
-		ep.CacheTouchesSynced(total)
 	}
 	live, _ := parts[0].(int64)
 	s.replicas.Store(live)

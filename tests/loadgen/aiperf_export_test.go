@@ -67,6 +67,9 @@ func TestExportsValidateAgainstAiperfModels(t *testing.T) {
 		"no session header": func(c *Config) {
 			c.SessionHeader, c.RequestCount, c.NumSessions = "none", 3, 0
 		},
+		"prefix prompt pool": func(c *Config) {
+			c.PrefixPromptPoolSize, c.PrefixPromptLength, c.PrefixPromptLengthStddev, c.PrefixPromptZipf = 2, 30, 5, 1
+		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			f := newFakeEngine(2)
@@ -210,6 +213,15 @@ func TestInputConfigLayout(t *testing.T) {
 			"phases": [
 				{"name": "warmup", "kind": "warmup", "type": "concurrency", "exclude_from_results": true, "requests": 6, "concurrency": 4},
 				{"name": "profiling", "kind": "profiling", "type": "concurrency", "sessions": 8, "concurrency": 4}]}`},
+		{"prefix prompt pool (document QA)", func(c *Config) {
+			c.NumSessions, c.SessionHeader = 100, "none"
+			c.PrefixPromptPoolSize, c.PrefixPromptLength, c.PrefixPromptLengthStddev, c.PrefixPromptZipf = 10, 25000, 8000, 0.8
+		}, 0, `{
+			"models": {"items": [{"name": "m"}]},
+			"endpoint": {"urls": ["http://localhost:8000"], "timeout": 600.0},
+			"datasets": [{"name": "main", "type": "synthetic", "entries": 100, "prompts": {"isl": {"mean": 550.0}},
+				"prefix_prompts": {"pool_size": 10, "length": 25000}}],
+			"phases": [{"name": "profiling", "kind": "profiling", "type": "concurrency", "sessions": 100, "concurrency": 1}]}`},
 		{"request rate, duration", func(c *Config) {
 			c.RequestRate, c.ArrivalPattern, c.Concurrency, c.Duration, c.GracePeriod = 2.5, ArrivalConstant, 16, time.Minute, 0
 			c.RequestTimeout = 6 * time.Hour
@@ -287,4 +299,12 @@ func TestDuetSectionKeepsWhatInputConfigCannot(t *testing.T) {
 	require.JSONEq(t, `"X-Correlation-ID"`, string(duet["session_header"]))
 	require.JSONEq(t, `false`, string(duet["session_affinity_header"]))
 	require.NotContains(t, duet, "warmup_dataset", "a synthetic run warms up on sessions shaped like its dataset")
+	require.NotContains(t, duet, "prefix_prompt_length_stddev")
+
+	c.PrefixPromptPoolSize, c.PrefixPromptLength, c.PrefixPromptLengthStddev, c.PrefixPromptZipf = 4, 100, 20, 1.5
+	duet = nil
+	require.NoError(t, json.Unmarshal(duetSection(c, &Summary{}, RunInfo{}), &duet))
+	require.JSONEq(t, `20.0`, string(duet["prefix_prompt_length_stddev"]))
+	require.JSONEq(t, `1.5`, string(duet["prefix_prompt_zipf"]))
+	require.NotContains(t, string(inputConfig(c, 1)), "zipf")
 }

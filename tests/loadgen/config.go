@@ -119,6 +119,22 @@ type Config struct {
 	// to each session, placed after the shared system prompt
 	// (--user-context-prompt-length).
 	UserContextPromptLength int
+	// PrefixPromptPoolSize is the number of prefix prompts (documents) in
+	// the pool; each synthetic session's first turn starts with one of
+	// them, picked at random (--prefix-prompt-pool-size, aliases
+	// --prompt-prefix-pool-size, --num-prefix-prompts; see prefixpool.go).
+	PrefixPromptPoolSize int
+	// PrefixPromptLength is the mean token length of a prefix prompt
+	// (--prefix-prompt-length, alias --prompt-prefix-length).
+	PrefixPromptLength int
+	// PrefixPromptLengthStddev spreads the prefix lengths: each is a
+	// rounded normal draw of at least 1 token (--prefix-prompt-length-stddev,
+	// duet's; aiperf's prefixes all have the same length).
+	PrefixPromptLengthStddev float64
+	// PrefixPromptZipf makes some prefixes popular: prefix i of the pool is
+	// picked with weight 1/(i+1)^s; 0 picks uniformly, as aiperf does
+	// (--prefix-prompt-zipf, duet's).
+	PrefixPromptZipf float64
 	// Seed seeds every random draw; SeedSet reports whether it was given
 	// (--random-seed; unset: from the clock, recorded in the exports).
 	Seed    uint64
@@ -253,6 +269,8 @@ func (c Config) validateWorkload(bad func(flag, format string, a ...any)) {
 		{"session-delay-ratio", c.TurnDelayRatio}, {"isl-stddev", c.ISLStddev}, {"osl", float64(c.OSL)},
 		{"osl-stddev", c.OSLStddev}, {"shared-system-prompt-length", float64(c.SharedSystemPromptLength)},
 		{"user-context-prompt-length", float64(c.UserContextPromptLength)},
+		{"prefix-prompt-pool-size", float64(c.PrefixPromptPoolSize)}, {"prefix-prompt-length", float64(c.PrefixPromptLength)},
+		{"prefix-prompt-length-stddev", c.PrefixPromptLengthStddev}, {"prefix-prompt-zipf", c.PrefixPromptZipf},
 	}
 	for _, n := range nonNeg {
 		if n.v < 0 {
@@ -276,11 +294,44 @@ func (c Config) validateWorkload(bad func(flag, format string, a ...any)) {
 	case c.DatasetType != "" && c.DatasetType != DatasetMultiTurn && c.DatasetType != DatasetSingleTurn && c.DatasetType != DatasetMooncake:
 		bad("custom-dataset-type", "unknown type %q (valid: multi_turn, single_turn, mooncake_trace)", c.DatasetType)
 	}
+	c.validatePrefixPool(bad)
 	if c.FixedSchedule && c.InputFile == "" {
 		bad("fixed-schedule", "needs an --input-file with timestamps")
 	}
 	if c.FixedScheduleAutoOffset && !c.FixedSchedule {
 		bad("fixed-schedule-auto-offset", "only with --fixed-schedule")
+	}
+}
+
+// validatePrefixPool checks the prefix prompt pool's options: a pool needs
+// both a size and a length, is for synthetic sessions only (as in aiperf,
+// whose synthetic composer alone prepends prefixes) and excludes the shared
+// system and user context prompts (aiperf 0.12's PrefixPromptConfig refuses
+// both modes together).
+func (c Config) validatePrefixPool(bad func(flag, format string, a ...any)) {
+	pool, length := c.PrefixPromptPoolSize > 0, c.PrefixPromptLength > 0
+	switch {
+	case length && !pool:
+		bad("prefix-prompt-pool-size", "must be >= 1 with --prefix-prompt-length")
+	case pool && !length:
+		bad("prefix-prompt-length", "must be >= 1 with --prefix-prompt-pool-size")
+	}
+	if !pool && !length {
+		for _, o := range []struct {
+			flag string
+			set  bool
+		}{{"prefix-prompt-length-stddev", c.PrefixPromptLengthStddev > 0}, {"prefix-prompt-zipf", c.PrefixPromptZipf > 0}} {
+			if o.set {
+				bad(o.flag, "only with --prefix-prompt-pool-size and --prefix-prompt-length")
+			}
+		}
+		return
+	}
+	if c.InputFile != "" {
+		bad("prefix-prompt-pool-size", "only for synthetic sessions, not with --input-file")
+	}
+	if c.SharedSystemPromptLength > 0 || c.UserContextPromptLength > 0 {
+		bad("prefix-prompt-pool-size", "mutually exclusive with --shared-system-prompt-length and --user-context-prompt-length")
 	}
 }
 

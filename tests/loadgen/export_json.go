@@ -310,6 +310,8 @@ func syntheticDataset(c Config, name string, entries int, withBlockSize bool) js
 	prompts.set("block_size", c.HashBlockSize, withBlockSize && c.HashBlockSize != d.HashBlockSize)
 	prefix.set("shared_system_length", c.SharedSystemPromptLength, c.SharedSystemPromptLength > 0)
 	prefix.set("user_context_length", c.UserContextPromptLength, c.UserContextPromptLength > 0)
+	prefix.set("pool_size", c.PrefixPromptPoolSize, c.PrefixPromptPoolSize > 0)
+	prefix.set("length", c.PrefixPromptLength, c.PrefixPromptLength > 0)
 	s.set("name", name, true)
 	s.set("type", "synthetic", true)
 	s.set("entries", entries, entries > 0)
@@ -378,8 +380,9 @@ func phaseConfigs(c Config, played int) []json.RawMessage {
 // duetSection holds what aiperf does not export: the run's label, the
 // oracle's block size, the options aiperf 0.12's input_config has no field
 // for, and the per-turn breakdown. Those options: the URL strategy
-// (turn_round_robin is duet's), the session header ("none" sends none) and
-// whether X-Session-Affinity was sent next to it; with --input-file and a
+// (turn_round_robin is duet's), the session header ("none" sends none),
+// whether X-Session-Affinity was sent next to it, the prefix prompts'
+// length stddev and Zipf exponent (duet's); with --input-file and a
 // warm-up, the synthetic dataset the warm-up's sessions come from
 // (warmup_dataset, in 0.12's SyntheticDataset layout), since 0.12 warms up
 // on the run's own dataset.
@@ -405,6 +408,12 @@ func duetSection(c Config, sum *Summary, info RunInfo) json.RawMessage {
 		{"oracle_block_size", mustJSON(c.OracleBlockSize)}, {"load_mode", mustJSON(c.mode())},
 		{"url_strategy", mustJSON(c.URLStrategy)}, {"session_header", mustJSON(c.SessionHeader)},
 		{"session_affinity_header", mustJSON(c.SessionHeader != "none" && !c.NoAffinityHeader)},
+	}
+	if c.PrefixPromptLengthStddev > 0 {
+		fields = append(fields, jsonField{"prefix_prompt_length_stddev", finite(c.PrefixPromptLengthStddev)})
+	}
+	if c.PrefixPromptZipf > 0 {
+		fields = append(fields, jsonField{"prefix_prompt_zipf", finite(c.PrefixPromptZipf)})
 	}
 	if c.InputFile != "" && c.WarmupRequestCount > 0 {
 		fields = append(fields, jsonField{"warmup_dataset", syntheticDataset(c, PhaseWarmup, 0, false)})

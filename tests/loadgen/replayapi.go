@@ -57,3 +57,14 @@ func (t Transcript) Prompt(tok *tokenizer.Tokenizer, endpoint string, k int) []i
 
 // Answered records turn k's reply, which later turns resend.
 func (t Transcript) Answered(k int, reply string) { t.c.answered(k, reply) }
+
+// PrefixPrompts returns the prefix prompt pool (the documents) of a
+// synthetic workload with --prefix-prompt-pool-size, in pool order, as
+// Workload's sessions draw from it; nil without a pool.
+func PrefixPrompts(cfg Config, corpus *Corpus) []string {
+	p := newPrefixPool(cfg, corpus, cfg.Seed)
+	if p == nil {
+		return nil
+	}
+	return p.prompts
+}

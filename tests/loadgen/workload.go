@@ -77,13 +77,15 @@ func (s *listSource) next() (*Session, bool) {
 }
 
 // synthetic generates sessions as aiperf's synthetic multi-turn dataset
-// does: a shared system prompt, a context prompt per session and normally
-// distributed turn counts, think times, input and output lengths. Session i
-// is the same for the same seed whoever asks for it.
+// does: a shared system prompt, a context prompt per session, a prefix
+// prompt from a pool before the first turn, and normally distributed turn
+// counts, think times, input and output lengths. Session i is the same for
+// the same seed whoever asks for it.
 type synthetic struct {
 	cfg    Config
 	corpus *Corpus
 	system string
+	prefix *prefixPool // nil without --prefix-prompt-pool-size
 
 	mu    sync.Mutex // guards rng, n
 	rng   *rand.Rand
@@ -100,6 +102,7 @@ func newSynthetic(cfg Config, corpus *Corpus, seed, stream uint64, limit int) *s
 		// and the profiled phase share it as real users would.
 		g.system = corpus.Text(rand.New(rand.NewPCG(seed, 0)), cfg.SharedSystemPromptLength)
 	}
+	g.prefix = newPrefixPool(cfg, corpus, seed)
 	return g
 }
 
@@ -139,6 +142,9 @@ func (g *synthetic) session() *Session {
 	turns := max(1, normalInt(g.rng, c.TurnsMean, c.TurnsStddev))
 	for k := 0; k < turns; k++ {
 		t := Turn{Text: g.corpus.Text(g.rng, max(1, normalInt(g.rng, float64(c.ISL), c.ISLStddev)))}
+		if k == 0 && g.prefix != nil {
+			t.Text = g.prefix.prepend(g.rng, t.Text)
+		}
 		if c.OSL > 0 {
 			t.MaxTokens = max(1, normalInt(g.rng, float64(c.OSL), c.OSLStddev))
 		}

@@ -311,13 +311,12 @@ func (q *request) route() {
 		q.fail(err, oracle)
 		return
 	}
-	r.routes[router.DecisionKind(pair.Decision)]++
+	r.routes[pair.Decision.String()]++
 	q.pair, q.ctxW, q.genW = pair, r.ctx[pair.Ctx.Endpoint()], r.gen[pair.Gen.Endpoint()]
 	q.simHashes = r.hashesFor(q.prompt, rq.Hashes, q.ctxW.m.BlockSize)
 	ctxBlocks, genBlocks := q.ctxW.kv.BlocksFor(len(q.prompt)+1), q.genW.kv.BlocksFor(len(q.prompt)+q.output)
 	if !q.ctxW.fits(ctxBlocks) || !q.genW.fits(genBlocks) {
-		pair.Release()
-		pair.Done(router.Outcome{ReportedCached: -1})
+		pair.End(router.Outcome{})
 		q.fail(fmt.Errorf("context_length_exceeded: %d prompt tokens plus %d output need more KV cache than a worker has", len(q.prompt), q.output), oracle)
 		return
 	}
@@ -378,8 +377,7 @@ func (q *request) finish(a *model.KVAlloc, rec int) {
 	held := r.hashesFor(q.prompt, q.simHashes, w.m.BlockSize)
 	w.release(a, tokenizer.ExtendBlockHashes(held[:len(held):len(held)], full, w.m.BlockSize), r.now)
 	w.endRunning(r.now)
-	q.pair.Release()
-	q.pair.Done(router.Outcome{CtxRan: true, GenRan: true, OutputTokens: q.output, ReportedCached: q.ctxCached})
+	q.pair.End(router.Outcome{GenRan: true})
 	q.complete(rec)
 	q.next()
 }

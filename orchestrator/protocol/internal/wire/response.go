@@ -85,6 +85,7 @@ func ParseContext(adapter string, ep protocol.Endpoint, body []byte) (Parsed, er
 		return Parsed{}, bad(err, "usage")
 	}
 	ctx.PromptTokens, ctx.CachedTokens, ctx.CompletionTokens = usage.PromptTokens, usage.CachedTokens(), usage.CompletionTokens
+	ctx.CachedReported = usage.PromptTokensDetails != nil
 	ids := nullToNil(top.get("prompt_token_ids"))
 	if ids != nil && !IsArray(ids) {
 		return Parsed{}, bad(nil, "prompt_token_ids is not an array")

@@ -185,6 +185,7 @@ func parseContextReference(adapter string, ep protocol.Endpoint, body []byte) (P
 			Usage:            rawUsage,
 			PromptTokens:     usage.PromptTokens,
 			CachedTokens:     usage.CachedTokens(),
+			CachedReported:   usage.PromptTokensDetails != nil,
 			CompletionTokens: usage.CompletionTokens,
 			FinishReason:     reason,
 			Text:             c.Text,

@@ -1,0 +1,289 @@
+package router
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/duet-serve/duet/router/kvindex"
+)
+
+// CostModel routes a request to the ctx worker where it costs least to
+// serve, as the cache index sees each worker's cache:
+//
+//  1. For each available ctx worker w: cached(w) is the prompt's leading
+//     blocks w holds (its KV events, else the estimate of what duet sent
+//     there), at most the prompt less its last token, in tokens.
+//  2. cost(w) = prompt − cached(w) + load_weight × backlog(w): the tokens w
+//     must compute for this request plus the prefill tokens already
+//     charged to it (every replica's leases).
+//  3. The session's pinned ctx worker (the one its last turn ran on) costs
+//     stickiness_tokens less: near-equal workers do not take turns.
+//  4. The cheapest wins; ties rotate, never by slice order.
+//  5. The gen leg goes to the session's pinned gen worker, else the gen
+//     worker holding most of the prompt, else the least loaded, skipping a
+//     worker whose load is past spill_load_factor × the others' mean (and
+//     above spill_min_tokens); never the ctx worker when another exists.
+//  6. A turn that succeeds pins its session to the pair it ran on.
+//
+// With sessions off (policy kv-aware) steps 3 and 6 do not apply and the
+// gen leg is step 5 without a pin. With shared state, the store's pins win
+// over this replica's.
+type CostModel struct {
+	cfg   Config
+	stats *Stats
+	now   func() time.Time
+	pool  *Pool
+	cache func(*Endpoint) *kvindex.Cache
+	// shared is nil with local state; set before the first pick.
+	shared SharedState
+	// ctxTurn and genTurn rotate ties, one counter per leg.
+	ctxTurn, genTurn atomic.Uint64
+
+	// mu makes each decision and its charge one step (concurrent decisions
+	// see each other's load) and guards sessions.
+	mu       sync.Mutex
+	sessions *sessionTable // nil: no sessions (kv-aware)
+}
+
+var _ picker = (*CostModel)(nil)
+
+func newCostModel(cfg Config, stats *Stats, now func() time.Time, pool *Pool, cache func(*Endpoint) *kvindex.Cache, sessions bool) *CostModel {
+	m := &CostModel{cfg: cfg, stats: stats, now: now, pool: pool, cache: cache}
+	if sessions {
+		m.sessions = newSessionTable(cfg.MaxSessions, cfg.SessionTTL, stats.addBreak)
+	}
+	return m
+}
+
+// pins are the workers a session's last turn ran on ("" when none).
+type pins struct{ ctx, gen string }
+
+func (m *CostModel) pick(req *Request, ctxCands, genCands []*Endpoint) choice {
+	rec, found, down := m.find(req.SessionKey) // outside the lock: it may wait for the store
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	ch := choice{session: req.SessionKey}
+	var p pins
+	switch {
+	case m.sessions == nil:
+	case req.SessionKey == "":
+		ch.session, ch.minted = mintSessionID(), true
+	case down:
+		ctx := rendezvous(req.SessionKey, ctxCands)
+		p = pins{ctx.ID, rendezvous(req.SessionKey, otherThan(genCands, ctx)).ID}
+	case found:
+		p = pins{m.idOf(rec.Ctx), m.idOf(rec.Gen)}
+	default:
+		if s := m.sessions.get(req.SessionKey, m.now()); s != nil {
+			p = pins{s.ctx, s.gen}
+		}
+	}
+	m.placeCtx(&ch, req, ctxCands, p.ctx)
+	m.placeGen(&ch, req, otherThan(genCands, ch.ctx), p.gen)
+	return ch.charge(req)
+}
+
+// find asks the shared store for the session keyed key. found is false
+// with local state, without a key, and when the store has no record or
+// could not answer (then a fallback is counted); down is true when the
+// store is known to be down (sessions with a key are then pinned by
+// rendezvous hashing, as on every replica).
+func (m *CostModel) find(key string) (rec SessionRecord, found, down bool) {
+	if m.shared == nil || m.sessions == nil || key == "" {
+		return SessionRecord{}, false, false
+	}
+	rec, found, err := m.shared.Find(key)
+	if err != nil {
+		m.stats.addFallback()
+		return SessionRecord{}, false, errors.Is(err, ErrStoreDown)
+	}
+	return rec, found, false
+}
+
+// maxRanked bounds the candidates whose costs one decision keeps for
+// rotating ties (on the stack); beyond it, the first of the cheapest wins.
+const maxRanked = 256
+
+// placeCtx chooses the ctx worker of least cost (see CostModel) and says
+// how it relates to the pinned one.
+func (m *CostModel) placeCtx(ch *choice, req *Request, cands []*Endpoint, pinned string) {
+	prompt := len(req.Tokens)
+	reusable := max(prompt-1, 0) / m.cfg.TokensPerBlock // engines recompute at least the last token
+	var costs [maxRanked]float64
+	bestCost, ties, leastCached := 0.0, 0, prompt
+	for i, ep := range cands {
+		pred := m.cache(ep).Match(req.Hashes)
+		cached := min(pred.Blocks(), reusable) * m.cfg.TokensPerBlock
+		leastCached = min(leastCached, cached)
+		cost := float64(prompt-cached) + m.cfg.LoadWeight*float64(ep.Load())
+		if ep.ID == pinned {
+			cost -= float64(m.cfg.StickinessTokens)
+		}
+		if i < maxRanked {
+			costs[i] = cost
+		}
+		switch {
+		case ch.ctx == nil || cost < bestCost:
+			ch.ctx, ch.ctxPred, ch.ctxCached, bestCost, ties = ep, pred, cached, cost, 1
+		case cost == bestCost:
+			ties++
+		}
+	}
+	if ties > 1 && len(cands) <= maxRanked { // rotate among the ties
+		k := int(m.ctxTurn.Add(1) % uint64(ties))
+		for i, ep := range cands {
+			if costs[i] != bestCost {
+				continue
+			}
+			if k == 0 {
+				pred := m.cache(ep).Match(req.Hashes)
+				ch.ctx, ch.ctxPred, ch.ctxCached = ep, pred, min(pred.Blocks(), reusable)*m.cfg.TokensPerBlock
+				break
+			}
+			k--
+		}
+	}
+	switch {
+	case pinned == "" && ch.ctxCached > leastCached:
+		ch.decision = DecisionCached
+	case pinned == "":
+		ch.decision = DecisionNew
+	case ch.ctx.ID == pinned:
+		ch.decision = DecisionSticky
+	case find(cands, pinned) == nil:
+		ch.decision = DecisionRepin
+		m.stats.addBreak(unavailableReason(pinned, req.ExcludeCtx))
+	default:
+		ch.decision = DecisionMoved
+		m.stats.addBreak(reasonMoved)
+	}
+}
+
+// placeGen chooses the gen worker (see CostModel, step 5): cands exclude
+// the ctx worker when they can. A sticky turn whose pinned gen worker is
+// unavailable is a re-pin.
+func (m *CostModel) placeGen(ch *choice, req *Request, cands []*Endpoint, pinned string) {
+	if pinned != "" && find(cands, pinned) == nil && ch.decision == DecisionSticky {
+		ch.decision = DecisionRepin
+		m.stats.addBreak(unavailableReason(pinned, req.ExcludeGen))
+	}
+	if ep := find(cands, pinned); ep != nil && !m.occupied(ep, otherThan(cands, ep)) {
+		ch.gen, ch.genCached = ep, m.genCached(ep, req)
+		return
+	} else if ep != nil {
+		m.stats.addSpill("gen-overload")
+		m.stats.addBreak("spill")
+	}
+	turn := int(m.genTurn.Add(1))
+	for i := range cands {
+		ep := cands[(turn+i)%len(cands)]
+		if m.occupied(ep, otherThan(cands, ep)) {
+			continue
+		}
+		if cached := m.genCached(ep, req); cached > ch.genCached {
+			ch.gen, ch.genCached = ep, cached
+		}
+	}
+	if ch.gen == nil {
+		ch.gen = leastLoaded(cands, uint64(turn))
+	}
+}
+
+// genCached is the prompt's tokens gen worker ep holds, in full blocks: the
+// KV it need not pull.
+func (m *CostModel) genCached(ep *Endpoint, req *Request) int {
+	return m.cache(ep).Match(req.Hashes).Blocks() * m.cfg.TokensPerBlock
+}
+
+// occupied reports whether a gen worker's load (KV occupancy) is past the
+// bound: above spill_min_tokens and above spill_load_factor times the
+// others' mean (never with spill_load_factor 0 or no others).
+func (m *CostModel) occupied(ep *Endpoint, others []*Endpoint) bool {
+	if m.cfg.SpillLoadFactor == 0 || len(others) == 0 {
+		return false
+	}
+	load := ep.Load()
+	return load > m.cfg.SpillMinTokens && float64(load) > m.cfg.SpillLoadFactor*meanLoad(others)
+}
+
+// unavailableReason says why a pinned worker is not among the candidates:
+// a retry excluded it, or it is unhealthy, draining or gone.
+func unavailableReason(pinned string, excluded map[string]bool) string {
+	if excluded[pinned] {
+		return reasonRetry
+	}
+	return reasonUnavailable
+}
+
+// succeeded pins session key to the pair its turn ran on.
+func (m *CostModel) succeeded(key, ctxID, genID string) {
+	if m.sessions == nil || key == "" {
+		return
+	}
+	m.mu.Lock()
+	m.sessions.put(key, ctxID, genID, m.now())
+	m.mu.Unlock()
+	if m.shared != nil {
+		m.shared.Save(SessionRecord{Key: key, Ctx: m.identityOf(ctxID), Gen: m.identityOf(genID)})
+	}
+}
+
+// idOf returns the ID of the pool's worker with the given identity, "" when
+// there is none.
+func (m *CostModel) idOf(identity string) string {
+	if ep := m.pool.ByIdentity(identity); ep != nil && identity != "" {
+		return ep.ID
+	}
+	return ""
+}
+
+// identityOf returns the identity of the pool's worker id ("" when gone).
+func (m *CostModel) identityOf(id string) string {
+	if ep := m.pool.Get(id); ep != nil {
+		return ep.Identity()
+	}
+	return ""
+}
+
+// workersChanged unpins the legs that point at removed workers.
+func (m *CostModel) workersChanged(present map[string]bool) {
+	if m.sessions == nil {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for w := range m.sessions.byWorker {
+		if !present[w] {
+			m.stats.addBreakN(reasonWorkerGone, m.sessions.workerGone(w))
+		}
+	}
+}
+
+// sessionsPerWorker counts pinned sessions by worker ID.
+func (m *CostModel) sessionsPerWorker() map[string]int {
+	if m.sessions == nil {
+		return map[string]int{}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.sessions.perWorker()
+}
+
+// liveSessions is the number of live sessions.
+func (m *CostModel) liveSessions() int {
+	if m.sessions == nil {
+		return 0
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.sessions.expire(m.now())
+	return len(m.sessions.byKey)
+}
+
+// mintSessionID makes a session id for a request that had none; it goes
+// back to the client in X-Session-ID.
+func mintSessionID() string { return fmt.Sprintf("duet-%016x", rand.Uint64()) }

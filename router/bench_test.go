@@ -58,12 +58,14 @@ func populated(b *testing.B, n int) *Router {
 
 // BenchmarkRoute32k is one routing decision for a 32k-token prompt with
 // 100k sessions and 64 ctx + 64 gen workers indexed: a known session's
-// next turn, whose 2k-token previous prompt its ctx worker holds.
+// next turn, whose 2k-token previous prompt its ctx worker holds (the
+// index holds about 100k blocks a worker).
 func BenchmarkRoute32k(b *testing.B) {
 	r := populated(b, 100_000)
-	prev := append(seq(1024, 1_000_000), seq(1024, 7*2048)...)
+	const last = 100_000 - 1 // the latest session: its blocks are the most recently used
+	prev := append(seq(1024, 1_000_000), seq(1024, last*2048)...)
 	toks := append(prev, seq(30*1024, 9_000_000_000)...)
-	rq := &Request{SessionKey: "s7", Tokens: toks, Hashes: tokenizer.BlockHashes(toks, 32), MaxTokens: 64}
+	rq := &Request{SessionKey: fmt.Sprint("s", last), Tokens: toks, Hashes: tokenizer.BlockHashes(toks, 32), MaxTokens: 64}
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {

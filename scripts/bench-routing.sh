@@ -10,7 +10,7 @@
 #        default 1024 = 32k tokens, so the sessions' working set does not fit), PORT (default 18700),
 #        BENCH_ARGS (replaces the workload flags below), ORCH (extra orchestrator keys, YAML flow
 #        style, e.g. "max_local_prefill_tokens: 512"), QUEUE (the queue section, YAML flow mapping,
-#        default "{enabled: false}"), ROUTER (extra router keys, e.g. "spill_margin_tokens: 0"; the
+#        default "{enabled: false}"), ROUTER (extra router keys, e.g. "load_weight: 0.5"; the
 #        router learns each sim's KV cache size from the sim; runs before 2026-11-26 left the router
 #        believing 14000-block caches, so their kv-aware and conversation results are not comparable
 #        with later ones),

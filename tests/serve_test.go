@@ -134,13 +134,12 @@ func (u usage) cached() int {
 // clusterInfo is the part of /cluster_info tests read.
 type clusterInfo struct {
 	Workers []struct {
-		ID           string `json:"id"`
-		URL          string `json:"url"`
-		Role         string `json:"role"`
-		Healthy      bool   `json:"healthy"`
-		LoadTokens   int64  `json:"load_tokens"`
-		InFlight     int64  `json:"inflight"`
-		KVCacheClock int64  `json:"kv_cache_clock_tokens"`
+		ID         string `json:"id"`
+		URL        string `json:"url"`
+		Role       string `json:"role"`
+		Healthy    bool   `json:"healthy"`
+		LoadTokens int64  `json:"load_tokens"`
+		InFlight   int64  `json:"inflight"`
 		workerCache
 	} `json:"workers"`
 	Fleet []struct {

@@ -272,7 +272,7 @@ func trtllmRouter(sections [2]trtllmSection) (map[string]any, []string, error) {
 	for _, s := range sections {
 		for k, v := range s.opts {
 			switch k {
-			case "tokens_per_block", "hash_skip_count", "max_sessions":
+			case "tokens_per_block", "max_sessions":
 				out[k] = v
 			default:
 				ignored = append(ignored, s.key+".router."+k)

@@ -37,7 +37,7 @@ func (s *Server) answerContext(ctx *fasthttp.RequestCtx, r *run) {
 		return
 	}
 	if !s.clock.sleepUntil(s.abortCtx, r.firstAt) {
-		r.lease.finish(nil)
+		r.lease.finish(seqBlocks{})
 		s.metrics.request(j.phase, outcomeAborted)
 		writeError(ctx, &httpError{status: http.StatusServiceUnavailable, msg: errAborted.Error()})
 		return
@@ -60,7 +60,7 @@ func (s *Server) answerContext(ctx *fasthttp.RequestCtx, r *run) {
 		// is finished and its blocks go back to the cache.
 		id := s.ids.ctxRequestID()
 		if finish == "" {
-			_, pinned = r.lease.pin(trtPinKey(id), s.pinExpiry(), s.pinInfo(j), j.hashes)
+			_, pinned = r.lease.pin(trtPinKey(id), s.pinExpiry(), s.pinInfo(j), j.promptBlocks())
 			finish = openai.FinishNotFinished
 		}
 		ex.promptTokenIDs = j.prompt
@@ -73,7 +73,7 @@ func (s *Server) answerContext(ctx *fasthttp.RequestCtx, r *run) {
 			finish = openai.FinishLength
 		}
 		var blocks []int32
-		blocks, pinned = r.lease.pin(key, s.pinExpiry(), s.pinInfo(j), j.hashes)
+		blocks, pinned = r.lease.pin(key, s.pinExpiry(), s.pinInfo(j), j.promptBlocks())
 		ex.kvParams = s.vllmParams(key, blocks)
 	}
 	if !pinned {

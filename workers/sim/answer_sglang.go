@@ -22,7 +22,7 @@ import (
 func (s *Server) answerPrefillSGLang(ctx *fasthttp.RequestCtx, r *run) {
 	j := r.j
 	if !s.clock.sleepUntil(s.abortCtx, r.firstAt) {
-		r.lease.finish(nil)
+		r.lease.finish(seqBlocks{})
 		s.metrics.request(j.phase, outcomeAborted)
 		s.fail(ctx, &httpError{status: http.StatusServiceUnavailable, msg: errAborted.Error()})
 		return
@@ -39,7 +39,7 @@ func (s *Server) answerPrefillSGLang(ctx *fasthttp.RequestCtx, r *run) {
 	}
 	pinned := s.clock.now()
 	watch := newPinWatch()
-	if _, ok := r.lease.pinWatched(sglangPinKey(j.room), s.pinExpiry(), s.pinInfo(j), j.hashes, watch); !ok {
+	if _, ok := r.lease.pinWatched(sglangPinKey(j.room), s.pinExpiry(), s.pinInfo(j), j.promptBlocks(), watch); !ok {
 		s.end(r, nil)
 		s.metrics.request(j.phase, outcomeClientError)
 		s.fail(ctx, badRequest("bootstrap_room", "bootstrap_room %d is already in use on this worker", j.room))

@@ -115,13 +115,13 @@ func (s *Server) breakStream(c net.Conn, head []byte, r *run) {
 		if p := recover(); p != nil {
 			s.log.Error("panic in broken stream", zap.Any("panic", p), zap.String("request_id", r.j.id))
 			if !ended {
-				r.lease.finish(nil)
+				r.lease.finish(seqBlocks{})
 			}
 		}
 	}()
 	if _, err := c.Write(head); err != nil {
 		ended = true
-		r.lease.finish(nil)
+		r.lease.finish(seqBlocks{})
 		s.metrics.request(r.j.phase, outcomeAborted)
 		return
 	}

@@ -3,8 +3,10 @@ package sim
 import (
 	"fmt"
 	"math"
+	"net"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -144,6 +146,28 @@ type Config struct {
 	// headers, then nothing until the client leaves or fault_hang_max passes
 	// (default 0).
 	FaultStallRate float64 `mapstructure:"fault_stall_rate" help:"fraction of requests stalling mid-response (default 0)"`
+	// KVEventsEndpoint turns on KV cache events: the ZeroMQ endpoint
+	// (tcp://host:port, ipc://path) the worker binds a PUB socket on to
+	// publish its cache's BlockStored, BlockRemoved and AllBlocksCleared
+	// events in vLLM's wire format (map layout, integer block hashes, topic
+	// "", data_parallel_rank 0), as router/kvevents reads them. Port 0 picks
+	// a free port (logged at startup). Default "": no events, no socket.
+	//
+	// vLLM's equivalent is --kv-events-config
+	// '{"enable_kv_cache_events":true,"publisher":"zmq","endpoint":E,"replay_endpoint":R}':
+	// kv_events_endpoint is E, set meaning enable_kv_cache_events with the
+	// zmq publisher; kv_events_replay_endpoint is R. vLLM's other fields keep
+	// their defaults (buffer_steps 10000, hwm 100000, topic ""). One
+	// difference: vLLM binds E only when it names a wildcard host ("*",
+	// "::") or is ipc:// or inproc://, and otherwise connects to a
+	// subscriber that binds; the sim always binds, so a subscriber always
+	// connects to it (vLLM's default "tcp://*:5557" behaves the same in both).
+	KVEventsEndpoint string `mapstructure:"kv_events_endpoint" help:"publish vLLM-format KV cache events on a ZeroMQ PUB socket bound here, e.g. tcp://127.0.0.1:5557 (vLLM --kv-events-config endpoint; default empty: off)"`
+	// KVEventsReplayEndpoint is where the worker binds a ROUTER socket that
+	// answers replay requests for the last 10000 batches, so a subscriber
+	// can fill a sequence gap (vLLM's replay_endpoint). Only with
+	// kv_events_endpoint. Default "": no replay.
+	KVEventsReplayEndpoint string `mapstructure:"kv_events_replay_endpoint" help:"ZeroMQ ROUTER endpoint answering KV event replay requests (vLLM replay_endpoint; default empty: none)"`
 }
 
 // Defaults returns the default configuration (Llama-3.1-8B on one H100).
@@ -198,7 +222,7 @@ func (c Config) Validate() error {
 	if strings.TrimSpace(c.Model) == "" {
 		return fmt.Errorf("model: must not be empty")
 	}
-	for _, check := range []func() error{c.validateInts, c.validateRates, c.validateDurations, c.validateFaults} {
+	for _, check := range []func() error{c.validateInts, c.validateRates, c.validateDurations, c.validateFaults, c.validateKVEvents} {
 		if err := check(); err != nil {
 			return err
 		}
@@ -309,6 +333,47 @@ func (c Config) validateFaults() error {
 		if !(f.val >= 0 && f.val <= 1) {
 			return fmt.Errorf("%s: must be in [0, 1], got %v", f.key, f.val)
 		}
+	}
+	return nil
+}
+
+func (c Config) validateKVEvents() error {
+	if c.KVEventsEndpoint == "" {
+		if c.KVEventsReplayEndpoint != "" {
+			return fmt.Errorf("kv_events_replay_endpoint: needs kv_events_endpoint")
+		}
+		return nil
+	}
+	if err := checkZMQEndpoint(c.KVEventsEndpoint); err != nil {
+		return fmt.Errorf("kv_events_endpoint: %w", err)
+	}
+	if c.KVEventsReplayEndpoint != "" {
+		if err := checkZMQEndpoint(c.KVEventsReplayEndpoint); err != nil {
+			return fmt.Errorf("kv_events_replay_endpoint: %w", err)
+		}
+		if c.KVEventsReplayEndpoint == c.KVEventsEndpoint && !strings.HasSuffix(c.KVEventsEndpoint, ":0") {
+			return fmt.Errorf("kv_events_replay_endpoint: must differ from kv_events_endpoint (%s)", c.KVEventsEndpoint)
+		}
+	}
+	return nil
+}
+
+// checkZMQEndpoint accepts tcp://host:port (host may be "*"), ipc://path and
+// inproc://name, the endpoints a ZeroMQ socket binds.
+func checkZMQEndpoint(ep string) error {
+	scheme, rest, _ := strings.Cut(ep, "://")
+	switch {
+	case rest == "":
+		return fmt.Errorf("%q: want tcp://host:port, ipc://path or inproc://name", ep)
+	case scheme == "ipc" || scheme == "inproc":
+		return nil
+	case scheme != "tcp":
+		return fmt.Errorf("%q: unknown scheme %q (valid: tcp, ipc, inproc)", ep, scheme)
+	}
+	if _, port, err := net.SplitHostPort(rest); err != nil {
+		return fmt.Errorf("%q: %w", ep, err)
+	} else if p, err := strconv.Atoi(port); (err != nil || p < 0 || p > 65535) && port != "*" {
+		return fmt.Errorf("%q: port must be 0..65535", ep)
 	}
 	return nil
 }

@@ -11,6 +11,12 @@ import (
 
 func TestDefaultsValidate(t *testing.T) {
 	require.NoError(t, Defaults().Validate())
+	require.Empty(t, Defaults().KVEventsEndpoint, "KV events are off by default")
+	for _, ep := range []string{"tcp://*:5557", "tcp://127.0.0.1:0", "tcp://[::1]:5557", "ipc:///tmp/kv", "inproc://kv"} {
+		c := Defaults()
+		c.KVEventsEndpoint = ep
+		require.NoError(t, c.Validate(), ep)
+	}
 }
 
 func TestConfigValidate(t *testing.T) {
@@ -41,6 +47,20 @@ func TestConfigValidate(t *testing.T) {
 		{"fault_error_rate", func(c *Config) { c.FaultErrorRate = 1.5 }, "fault_error_rate: must be in [0, 1], got 1.5"},
 		{"fault_slow_factor", func(c *Config) { c.FaultSlowFactor = 0 }, "fault_slow_factor: must be > 0, got 0"},
 		{"fault_cut_rate", func(c *Config) { c.FaultCutRate = -0.1 }, "fault_cut_rate: must be in [0, 1], got -0.1"},
+		{"kv_events_endpoint scheme", func(c *Config) { c.KVEventsEndpoint = "http://127.0.0.1:5557" },
+			`kv_events_endpoint: "http://127.0.0.1:5557": unknown scheme "http" (valid: tcp, ipc, inproc)`},
+		{"kv_events_endpoint no port", func(c *Config) { c.KVEventsEndpoint = "tcp://127.0.0.1" },
+			`kv_events_endpoint: "tcp://127.0.0.1": address 127.0.0.1: missing port in address`},
+		{"kv_events_endpoint port", func(c *Config) { c.KVEventsEndpoint = "tcp://*:70000" },
+			`kv_events_endpoint: "tcp://*:70000": port must be 0..65535`},
+		{"kv_events_endpoint empty address", func(c *Config) { c.KVEventsEndpoint = "ipc://" },
+			`kv_events_endpoint: "ipc://": want tcp://host:port, ipc://path or inproc://name`},
+		{"kv_events_replay_endpoint alone", func(c *Config) { c.KVEventsReplayEndpoint = "tcp://*:5558" },
+			"kv_events_replay_endpoint: needs kv_events_endpoint"},
+		{"kv_events_replay_endpoint same", func(c *Config) { c.KVEventsEndpoint, c.KVEventsReplayEndpoint = "tcp://*:5557", "tcp://*:5557" },
+			"kv_events_replay_endpoint: must differ from kv_events_endpoint (tcp://*:5557)"},
+		{"kv_events_replay_endpoint scheme", func(c *Config) { c.KVEventsEndpoint, c.KVEventsReplayEndpoint = "tcp://*:5557", "udp://x:1" },
+			`kv_events_replay_endpoint: "udp://x:1": unknown scheme "udp" (valid: tcp, ipc, inproc)`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -72,7 +92,8 @@ func TestConfigTags(t *testing.T) {
 	for _, k := range []string{"role", "protocol", "host", "port", "advertise_url", "model", "block_size", "kv_capacity_blocks",
 		"prefill_tokens_per_sec", "prefill_overhead", "itl_base", "itl_per_seq", "kv_transfer_tokens_per_sec",
 		"kv_transfer_overhead", "kv_transfer_timeout", "max_num_seqs", "max_waiting", "time_scale", "seed",
-		"eos_probability", "default_max_tokens", "max_body_bytes", "bootstrap_port"} {
+		"eos_probability", "default_max_tokens", "max_body_bytes", "bootstrap_port", "kv_events_endpoint",
+		"kv_events_replay_endpoint"} {
 		require.True(t, seen[k], "required key %s", k)
 	}
 }

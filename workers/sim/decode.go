@@ -46,7 +46,7 @@ func (s *Server) decode(r *run, sink tokenSink, paced bool) (decodeResult, error
 	}
 	r.ready = true
 	if j.phase == phaseGeneration {
-		r.lease.commit(j.hashes) // the pulled prompt KV is now held here
+		r.lease.commit(j.promptBlocks()) // the pulled prompt KV is now held here
 	}
 	sched := decodeSchedule{next: r.firstAt}
 	lastDue := r.firstAt

@@ -7,6 +7,7 @@
 //	POST /v1/chat/completions, /v1/completions   OpenAI, streaming (SSE) and not
 //	GET  /v1/models, /health, /metrics           model list, liveness, Prometheus text
 //	POST /internal/kv/pull                       worker to worker: take over a pinned KV handle
+//	POST /reset_prefix_cache                     vLLM's: drop every cached block, {"success": bool}
 //	GET|POST|DELETE /admin/faults                show, patch, reset fault injection
 //
 // An SGLang context worker also serves its bootstrap server on
@@ -40,6 +41,18 @@
 // it ends, the blocks of its prompt and output are registered, so the next
 // turn of a conversation, whose prompt is the previous prompt plus the reply,
 // finds them. usage.prompt_tokens_details.cached_tokens is what was found.
+//
+// KV events (kvevents.go, kvpublish.go): with kv_events_endpoint set
+// (default off) the worker binds a ZeroMQ PUB socket there, and a ROUTER
+// replay socket on kv_events_replay_endpoint, and publishes its cache's
+// events in vLLM's wire format through router/kvevents' Publisher:
+// BlockStored when a sequence commits blocks (token ids, parent hash, the
+// sim's chained hashes as integers), BlockRemoved on eviction,
+// AllBlocksCleared on POST /reset_prefix_cache. A scheduler step's events
+// are one batch (more when large). The model.KVCache tells its Observer,
+// the sink, under the scheduler lock; the sink queues batches without
+// blocking, dropping (and counting) a batch when the bounded queue is full,
+// after which the next batch starts with AllBlocksCleared.
 //
 // Timing (timing.go), every duration times time_scale: first token at
 // queueing + uncached/prefill_tokens_per_sec + prefill_overhead, the token
@@ -108,7 +121,9 @@
 // Names: vllm:num_requests_running, vllm:num_requests_waiting,
 // vllm:kv_cache_usage_perc, vllm:prefix_cache_queries_total,
 // vllm:prefix_cache_hits_total, vllm:prompt_tokens_total,
-// vllm:generation_tokens_total and duet_sim_*.
+// vllm:generation_tokens_total and duet_sim_*, among them
+// duet_sim_kv_events_total and duet_sim_kv_event_batches_total by outcome
+// (published, dropped, failed).
 //
 // # Concurrency
 //
@@ -120,14 +135,20 @@
 //     lock-free by decode loops. A pin's watch (SGLang) is closed under it
 //     when the pin is taken or dropped.
 //   - model.PrefillQueue.mu guards the prefill server's busy-until time.
+//   - scheduler.mu also guards the KV event sink's open batch: the cache
+//     calls the sink under it, and scheduler.unlock hands the step's batch
+//     to the publishing goroutine's bounded channel (never blocking) before
+//     releasing it.
 //   - faults.mu guards the fault settings and their random source.
 //   - counters are atomics.
 //
 // Goroutines and their owners:
 //
-//   - Serve starts fasthttp's Serve and the pin expiry loop, and on an
-//     SGLang context worker the bootstrap server's net/http Serve; it stops
-//     all of them and joins them before returning. The bootstrap server is
+//   - Serve starts fasthttp's Serve and the pin expiry loop, on an SGLang
+//     context worker the bootstrap server's net/http Serve, and with KV
+//     events the publishing goroutine (kvEventPublisher.run); it stops all
+//     of them and joins them before returning. The publisher is stopped
+//     last: it publishes what is queued, then its sockets are closed. The bootstrap server is
 //     shut down last, after the abort, so that decodes can still take rooms
 //     during the grace period.
 //   - fasthttp runs each handler, each stream writer (the goroutine of

@@ -137,12 +137,12 @@ func (s *Server) start(j *job, arrival time.Time, f faultDraw) (*run, *httpError
 	}
 	if s.cfg.Protocol == ProtocolSGLang {
 		if herr := s.meet(j); herr != nil {
-			l.finish(nil)
+			l.finish(seqBlocks{})
 			return nil, herr
 		}
 		now = s.clock.now() // the room may have kept the decode waiting
 	} else if herr := s.pull(j); herr != nil {
-		l.finish(nil)
+		l.finish(seqBlocks{})
 		return nil, herr
 	}
 	missing := len(j.prompt) - r.cached
@@ -186,17 +186,17 @@ func (r *run) nextToken() (id int, eos bool) {
 // prompt and the generated tokens) when the prompt's KV was in place.
 func (s *Server) end(r *run, generated []int) {
 	if !r.ready {
-		r.lease.finish(nil)
+		r.lease.finish(seqBlocks{})
 		return
 	}
 	j := r.j
-	hashes := j.hashes
+	b := j.promptBlocks()
 	if len(generated) > 0 {
 		all := make([]int, 0, len(j.prompt)+len(generated))
 		all = append(append(all, j.prompt...), generated...)
-		hashes = extendHashes(j.hashes, all, s.cfg.BlockSize)
+		b = seqBlocks{hashes: extendHashes(j.hashes, all, s.cfg.BlockSize), tokens: all}
 	}
-	r.lease.finish(hashes)
+	r.lease.finish(b)
 	s.metrics.generationTokens.Add(uint64(len(generated)))
 }
 

@@ -140,3 +140,27 @@ func (e expo) counterF(name, help string, v float64) {
 func escapeLabel(s string) string {
 	return strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`).Replace(s)
 }
+
+// writeKVEventMetrics renders the KV event counters; with k nil (KV events
+// off) every count is 0.
+func writeKVEventMetrics(w io.Writer, model string, k *kvEventSink) {
+	c := &kvEventCounters{}
+	if k != nil {
+		c = &k.stats
+	}
+	e := expo{w: w, labels: `model_name="` + escapeLabel(model) + `"`}
+	for _, m := range []struct {
+		name, help                 string
+		published, dropped, failed *atomic.Uint64
+	}{
+		{"duet_sim_kv_event_batches_total", "KV event batches by outcome: published, dropped (publisher queue full), failed (send error).",
+			&c.publishedBatches, &c.droppedBatches, &c.failedBatches},
+		{"duet_sim_kv_events_total", "KV events by outcome: published, dropped (publisher queue full), failed (send error).",
+			&c.publishedEvents, &c.droppedEvents, &c.failedEvents},
+	} {
+		e.header(m.name, m.help, "counter")
+		e.sample(m.name, `outcome="published"`, float64(m.published.Load()))
+		e.sample(m.name, `outcome="dropped"`, float64(m.dropped.Load()))
+		e.sample(m.name, `outcome="failed"`, float64(m.failed.Load()))
+	}
+}

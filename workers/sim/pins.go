@@ -45,19 +45,19 @@ type pinInfo struct {
 }
 
 // pin ends the running sequence but keeps its blocks referenced under key
-// until expires; hashes (the prompt's full blocks) are registered first. It
+// until expires; b (the prompt's full blocks) is registered first. It
 // returns the pinned block ids, or false when the lease had already ended or
 // key is taken.
-func (l *lease) pin(key string, expires time.Time, info pinInfo, hashes []uint64) ([]int32, bool) {
-	return l.pinWatched(key, expires, info, hashes, nil)
+func (l *lease) pin(key string, expires time.Time, info pinInfo, b seqBlocks) ([]int32, bool) {
+	return l.pinWatched(key, expires, info, b, nil)
 }
 
 // pinWatched is pin that also reports the pin's end through watch (may be
 // nil). It wakes the waiters of takePinWait.
-func (l *lease) pinWatched(key string, expires time.Time, info pinInfo, hashes []uint64, watch *pinWatch) ([]int32, bool) {
+func (l *lease) pinWatched(key string, expires time.Time, info pinInfo, b seqBlocks, watch *pinWatch) ([]int32, bool) {
 	s := l.s
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	if l.ended {
 		return nil, false
 	}
@@ -65,7 +65,7 @@ func (l *lease) pinWatched(key string, expires time.Time, info pinInfo, hashes [
 		return nil, false
 	}
 	l.ended = true
-	s.kv.Commit(l.alloc, hashes)
+	s.kv.CommitTokens(l.alloc, b.hashes, b.tokens)
 	info.BlockIDs = l.alloc.BlockIDs()
 	s.pins[key] = &pin{alloc: l.alloc, expires: expires, info: info, watch: watch}
 	if s.pinAdded != nil {
@@ -82,7 +82,7 @@ func (l *lease) pinWatched(key string, expires time.Time, info pinInfo, hashes [
 // expired pin's blocks stay in the cache, unreferenced.
 func (s *scheduler) takePin(key string, now time.Time, check func(pinInfo) error) (pinInfo, error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	return s.takePinLocked(key, now, check)
 }
 
@@ -110,7 +110,7 @@ func (s *scheduler) takePinLocked(key string, now time.Time, check func(pinInfo)
 // expirePins drops pins that expired before now and returns how many.
 func (s *scheduler) expirePins(now time.Time) int {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	n := 0
 	for key, p := range s.pins {
 		if now.After(p.expires) {
@@ -124,7 +124,7 @@ func (s *scheduler) expirePins(now time.Time) int {
 // dropAllPins releases every pin (at shutdown) and returns how many.
 func (s *scheduler) dropAllPins() int {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	n := len(s.pins)
 	for key, p := range s.pins {
 		s.dropPinLocked(key, p)

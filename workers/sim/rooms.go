@@ -18,7 +18,7 @@ func (s *scheduler) takePinWait(ctx context.Context, key string, wait time.Durat
 		s.mu.Lock()
 		if _, ok := s.pins[key]; ok {
 			info, err := s.takePinLocked(key, now(), check)
-			s.mu.Unlock()
+			s.unlock()
 			return info, err
 		}
 		if s.pinAdded == nil {

@@ -22,13 +22,13 @@ func TestTakePinWait(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := newScheduler(testConfig("context", ProtocolSGLang))
+			s := newScheduler(testConfig("context", ProtocolSGLang), nil)
 			l, err := s.admit(context.Background(), admitSpec{totalBlocks: 1})
 			require.NoError(t, err)
 			watch := newPinWatch()
 			pinned := make(chan bool, 1)
 			pin := func() {
-				_, ok := l.pinWatched("k", time.Now().Add(time.Minute), pinInfo{PromptTokens: 3}, nil, watch)
+				_, ok := l.pinWatched("k", time.Now().Add(time.Minute), pinInfo{PromptTokens: 3}, seqBlocks{}, watch)
 				pinned <- ok
 			}
 			if tt.pinLate == 0 {
@@ -45,7 +45,7 @@ func TestTakePinWait(t *testing.T) {
 			require.ErrorIs(t, err, tt.want)
 			if tt.want != nil {
 				require.Zero(t, s.stats().Pins)
-				l.finish(nil)
+				l.finish(seqBlocks{})
 				return
 			}
 			require.True(t, <-pinned)
@@ -60,11 +60,11 @@ func TestTakePinWait(t *testing.T) {
 
 // TestPinWatchExpired: an expired pin closes its watch untaken.
 func TestPinWatchExpired(t *testing.T) {
-	s := newScheduler(testConfig("context", ProtocolSGLang))
+	s := newScheduler(testConfig("context", ProtocolSGLang), nil)
 	l, err := s.admit(context.Background(), admitSpec{totalBlocks: 1})
 	require.NoError(t, err)
 	watch := newPinWatch()
-	_, ok := l.pinWatched("k", time.Now(), pinInfo{}, nil, watch)
+	_, ok := l.pinWatched("k", time.Now(), pinInfo{}, seqBlocks{}, watch)
 	require.True(t, ok)
 	require.Equal(t, 1, s.expirePins(time.Now().Add(time.Second)))
 	<-watch.done

@@ -35,6 +35,12 @@ type scheduler struct {
 	// running is the number of admitted sequences. It is written under mu
 	// and read lock-free by decode loops to compute the ITL.
 	running atomic.Int64
+
+	// events, when KV events are on, collects the KV cache's events (it is
+	// the cache's observer, so mu guards its pending batch); every section
+	// under mu that may change the cache ends with unlock, which hands the
+	// step's events over. Nil when off.
+	events *kvEventSink
 }
 
 // admitSpec describes what a sequence needs from the KV cache.
@@ -50,6 +56,17 @@ type waiter struct {
 	lease *lease
 }
 
+// seqBlocks is what a sequence registers in the KV cache when it commits:
+// the chained hashes of its full blocks and its tokens (at least that many
+// blocks' worth), which KV events carry. The zero value registers nothing.
+type seqBlocks struct {
+	hashes []uint64
+	tokens []int
+}
+
+// promptBlocks is the job's prompt as seqBlocks.
+func (j *job) promptBlocks() seqBlocks { return seqBlocks{hashes: j.hashes, tokens: j.prompt} }
+
 // lease is one admitted sequence: a running slot and a KV allocation. It
 // must end exactly once, by finish or by pin; later calls are no-ops.
 type lease struct {
@@ -58,13 +75,29 @@ type lease struct {
 	ended bool // guarded by s.mu
 }
 
-func newScheduler(cfg Config) *scheduler {
-	return &scheduler{
+// newScheduler returns an idle scheduler; events (nil: KV events off)
+// becomes its cache's observer.
+func newScheduler(cfg Config, events *kvEventSink) *scheduler {
+	s := &scheduler{
 		maxRunning: cfg.MaxNumSeqs,
 		maxWaiting: cfg.MaxWaiting,
 		kv:         model.NewKVCache(cfg.KVCapacityBlocks, cfg.BlockSize),
 		pins:       make(map[string]*pin),
+		events:     events,
 	}
+	if events != nil {
+		s.kv.SetObserver(events)
+	}
+	return s
+}
+
+// unlock ends a scheduler step: it hands the KV events the step produced to
+// the publisher (without blocking) and releases mu.
+func (s *scheduler) unlock() {
+	if s.events != nil {
+		s.events.flush()
+	}
+	s.mu.Unlock()
 }
 
 // admit returns a lease once the sequence may run. It fails at once with
@@ -74,22 +107,22 @@ func newScheduler(cfg Config) *scheduler {
 func (s *scheduler) admit(ctx context.Context, spec admitSpec) (*lease, error) {
 	s.mu.Lock()
 	if spec.totalBlocks > s.kv.Capacity() {
-		s.mu.Unlock()
+		s.unlock()
 		return nil, errTooLarge
 	}
 	if len(s.waiting) == 0 && int(s.running.Load()) < s.maxRunning {
 		if l := s.tryStartLocked(spec); l != nil {
-			s.mu.Unlock()
+			s.unlock()
 			return l, nil
 		}
 	}
 	if len(s.waiting) >= s.maxWaiting {
-		s.mu.Unlock()
+		s.unlock()
 		return nil, errQueueFull
 	}
 	w := &waiter{spec: spec, ready: make(chan struct{})}
 	s.waiting = append(s.waiting, w)
-	s.mu.Unlock()
+	s.unlock()
 
 	select {
 	case <-w.ready:
@@ -97,9 +130,9 @@ func (s *scheduler) admit(ctx context.Context, spec admitSpec) (*lease, error) {
 	case <-ctx.Done():
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	if w.lease != nil { // admitted while we gave up
-		s.endLocked(w.lease, nil)
+		s.endLocked(w.lease, seqBlocks{})
 		return nil, ctx.Err()
 	}
 	for i, x := range s.waiting {
@@ -137,15 +170,15 @@ func (s *scheduler) dispatchLocked() {
 	}
 }
 
-// endLocked ends a lease: it registers hashes (prompt and output blocks,
-// nil for none), releases the blocks and the running slot, and starts
-// waiters.
-func (s *scheduler) endLocked(l *lease, hashes []uint64) {
+// endLocked ends a lease: it registers b (prompt and output blocks; the
+// zero value for none), releases the blocks and the running slot, and
+// starts waiters.
+func (s *scheduler) endLocked(l *lease, b seqBlocks) {
 	if l.ended {
 		return
 	}
 	l.ended = true
-	s.kv.Commit(l.alloc, hashes)
+	s.kv.CommitTokens(l.alloc, b.hashes, b.tokens)
 	s.kv.Release(l.alloc)
 	s.running.Add(-1)
 	s.dispatchLocked()
@@ -154,21 +187,29 @@ func (s *scheduler) endLocked(l *lease, hashes []uint64) {
 // matchedBlocks is how many leading blocks of the sequence were cache hits.
 func (l *lease) matchedBlocks() int { return l.alloc.Matched() }
 
-// commit registers hashes of the sequence's blocks now, while it keeps
-// running (a gen worker registers the prompt once its KV has arrived).
-func (l *lease) commit(hashes []uint64) {
+// commit registers the sequence's blocks b now, while it keeps running (a
+// gen worker registers the prompt once its KV has arrived).
+func (l *lease) commit(b seqBlocks) {
 	l.s.mu.Lock()
-	defer l.s.mu.Unlock()
+	defer l.s.unlock()
 	if !l.ended {
-		l.s.kv.Commit(l.alloc, hashes)
+		l.s.kv.CommitTokens(l.alloc, b.hashes, b.tokens)
 	}
 }
 
-// finish ends the sequence, registering hashes (nil for none).
-func (l *lease) finish(hashes []uint64) {
+// finish ends the sequence, registering b (the zero value for none).
+func (l *lease) finish(b seqBlocks) {
 	l.s.mu.Lock()
-	defer l.s.mu.Unlock()
-	l.s.endLocked(l, hashes)
+	defer l.s.unlock()
+	l.s.endLocked(l, b)
+}
+
+// resetCache drops every cached block (vLLM's reset_prefix_cache); it fails
+// while a sequence runs or a pin holds blocks.
+func (s *scheduler) resetCache() bool {
+	s.mu.Lock()
+	defer s.unlock()
+	return s.kv.Reset()
 }
 
 // schedStats is a snapshot for metrics and tests.

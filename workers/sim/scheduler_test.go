@@ -12,7 +12,7 @@ import (
 func testScheduler(maxRunning, maxWaiting, capacity int) *scheduler {
 	cfg := Defaults()
 	cfg.MaxNumSeqs, cfg.MaxWaiting, cfg.KVCapacityBlocks, cfg.BlockSize = maxRunning, maxWaiting, capacity, 16
-	return newScheduler(cfg)
+	return newScheduler(cfg, nil)
 }
 
 func requireIdle(t *testing.T, s *scheduler) {
@@ -66,20 +66,20 @@ func TestSchedulerAdmission(t *testing.T) {
 				l2, err := s.admit(context.Background(), admitSpec{totalBlocks: tt.second})
 				require.ErrorIs(t, err, tt.wantSecond)
 				if l2 != nil {
-					l2.finish(nil)
+					l2.finish(seqBlocks{})
 				}
-				l1.finish(nil)
+				l1.finish(seqBlocks{})
 				requireIdle(t, s)
 				return
 			}
 			ch := admitAsync(context.Background(), s, admitSpec{totalBlocks: tt.second})
 			waitFor(t, "second waits", func() bool { return s.stats().Waiting == 1 })
-			l1.finish(nil)
+			l1.finish(seqBlocks{})
 			l2 := <-ch
 			require.NotNil(t, l2)
 			require.Equal(t, 1, s.stats().Running)
-			l2.finish(nil)
-			l2.finish(nil) // ending twice is a no-op
+			l2.finish(seqBlocks{})
+			l2.finish(seqBlocks{}) // ending twice is a no-op
 			requireIdle(t, s)
 		})
 	}
@@ -99,7 +99,7 @@ func TestSchedulerWaiterGivesUp(t *testing.T) {
 	cancel()
 	require.True(t, errors.Is(<-ch, context.Canceled))
 	require.Equal(t, 0, s.stats().Waiting)
-	l1.finish(nil)
+	l1.finish(seqBlocks{})
 	requireIdle(t, s)
 }
 
@@ -114,12 +114,12 @@ func TestSchedulerFIFOHeadOfLine(t *testing.T) {
 	// 2 blocks are free, enough for next but not for head: FCFS keeps next
 	// behind head.
 	require.Equal(t, 1, s.stats().Running)
-	big.finish(nil)
+	big.finish(seqBlocks{})
 	l1, l2 := <-head, <-next
 	require.NotNil(t, l1)
 	require.NotNil(t, l2)
-	l1.finish(nil)
-	l2.finish(nil)
+	l1.finish(seqBlocks{})
+	l2.finish(seqBlocks{})
 	requireIdle(t, s)
 }
 
@@ -143,10 +143,10 @@ func TestSchedulerPins(t *testing.T) {
 			s := testScheduler(4, 0, 10)
 			l, err := s.admit(context.Background(), admitSpec{hashes: hashes, maxMatch: 3, totalBlocks: 4})
 			require.NoError(t, err)
-			blocks, ok := l.pin("k", t0.Add(30*time.Second), info, hashes)
+			blocks, ok := l.pin("k", t0.Add(30*time.Second), info, seqBlocks{hashes: hashes})
 			require.True(t, ok)
 			require.Len(t, blocks, 4)
-			_, ok = l.pin("k2", t0, info, hashes)
+			_, ok = l.pin("k2", t0, info, seqBlocks{hashes: hashes})
 			require.False(t, ok, "a lease ends once")
 			st := s.stats()
 			require.Equal(t, 0, st.Running, "a pinned sequence no longer runs")
@@ -182,7 +182,7 @@ func TestSchedulerExpirePins(t *testing.T) {
 	for i, ttl := range []time.Duration{time.Second, 2 * time.Second, 3 * time.Second} {
 		l, err := s.admit(context.Background(), admitSpec{totalBlocks: 1})
 		require.NoError(t, err)
-		_, ok := l.pin(string(rune('a'+i)), t0.Add(ttl), pinInfo{}, nil)
+		_, ok := l.pin(string(rune('a'+i)), t0.Add(ttl), pinInfo{}, seqBlocks{})
 		require.True(t, ok)
 	}
 	require.Equal(t, 0, s.expirePins(t0))
@@ -196,13 +196,13 @@ func TestSchedulerWaiterAdmittedWhenPinReleased(t *testing.T) {
 	s := testScheduler(4, 4, 4)
 	l, err := s.admit(context.Background(), admitSpec{totalBlocks: 4})
 	require.NoError(t, err)
-	_, ok := l.pin("k", time.Unix(10, 0), pinInfo{}, nil)
+	_, ok := l.pin("k", time.Unix(10, 0), pinInfo{}, seqBlocks{})
 	require.True(t, ok)
 	ch := admitAsync(context.Background(), s, admitSpec{totalBlocks: 2})
 	waitFor(t, "waits for blocks", func() bool { return s.stats().Waiting == 1 })
 	require.Equal(t, 1, s.expirePins(time.Unix(11, 0)))
 	l2 := <-ch
 	require.NotNil(t, l2)
-	l2.finish(nil)
+	l2.finish(seqBlocks{})
 	requireIdle(t, s)
 }

@@ -48,6 +48,12 @@ type Server struct {
 	// bootstrapAddr is the SGLang bootstrap server's listen address, set
 	// before ready is closed; empty when the worker serves none.
 	bootstrapAddr atomic.Pointer[string]
+	// kvEvents is the KV cache's event sink; nil when kv_events_endpoint is
+	// unset. kvEventsEndpoint and kvEventsReplay are the bound endpoints,
+	// set before ready is closed.
+	kvEvents         *kvEventSink
+	kvEventsEndpoint atomic.Pointer[string]
+	kvEventsReplay   atomic.Pointer[string]
 
 	// stopping is closed when shutdown begins: hangs end, /health says 503.
 	stopping chan struct{}
@@ -79,6 +85,10 @@ func New(cfg Config, tok *tokenizer.Tokenizer, log *zap.Logger) (*Server, error)
 	if err != nil {
 		return nil, fmt.Errorf("sim: %w", err)
 	}
+	var events *kvEventSink
+	if cfg.KVEventsEndpoint != "" {
+		events = newKVEventSink(kvEventQueueLength)
+	}
 	s := &Server{
 		cfg:      cfg,
 		role:     role,
@@ -86,7 +96,8 @@ func New(cfg Config, tok *tokenizer.Tokenizer, log *zap.Logger) (*Server, error)
 		log:      log.With(zap.String("role", cfg.Role)),
 		vocab:    v,
 		model:    newTimeModel(cfg),
-		sched:    newScheduler(cfg),
+		sched:    newScheduler(cfg, events),
+		kvEvents: events,
 		faults:   newFaults(cfg),
 		clock:    realClock(),
 		ids:      newIDSource(),
@@ -117,7 +128,8 @@ func New(cfg Config, tok *tokenizer.Tokenizer, log *zap.Logger) (*Server, error)
 // accepting, lets in-flight requests finish for up to shutdown_timeout,
 // aborts the rest, and returns nil. It returns an error when ln fails, when
 // called twice, or when an SGLang context worker cannot listen on its
-// bootstrap_port (then before the URL is ready). ln is closed on return.
+// bootstrap_port or the KV event sockets cannot bind (then before the URL
+// is ready). ln is closed on return.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	if !s.started.CompareAndSwap(false, true) {
 		return errors.New("sim: Serve called twice")
@@ -129,11 +141,23 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	u = strings.TrimRight(u, "/")
 	s.url.Store(&u)
 	fields := []zap.Field{zap.String("url", u), zap.String("protocol", s.cfg.Protocol), zap.String("model", s.cfg.Model)}
+	var kvPub *kvEventPublisher
+	if s.kvEvents != nil {
+		var err error
+		if kvPub, err = s.startKVEvents(); err != nil {
+			_ = ln.Close()
+			return fmt.Errorf("sim: %w", err)
+		}
+		fields = append(fields, zap.String("kv_events_endpoint", s.KVEventsEndpoint()))
+	}
 	var boot *bootstrapServer
 	if s.cfg.servesBootstrap() {
 		var err error
 		if boot, err = s.startBootstrap(); err != nil {
 			_ = ln.Close()
+			if kvPub != nil {
+				_ = kvPub.Stop()
+			}
 			return fmt.Errorf("sim: %w", err)
 		}
 		s.bootstrapAddr.Store(&boot.addr)
@@ -170,6 +194,11 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		s.log.Debug("dropped unpulled kv handles at shutdown", zap.Int("count", n))
 	}
 	s.client.CloseIdleConnections()
+	if kvPub != nil { // last: every event of the shutdown is queued by now
+		if err := kvPub.Stop(); err != nil {
+			s.log.Warn("closing the kv event publisher", zap.Error(err))
+		}
+	}
 	if serveErr != nil {
 		return fmt.Errorf("sim: serve %s: %w", u, serveErr)
 	}
@@ -261,6 +290,8 @@ func (s *Server) route(ctx *fasthttp.RequestCtx) {
 		want, h = fasthttp.MethodGet, s.handleHealth
 	case "/metrics":
 		want, h = fasthttp.MethodGet, s.handleMetrics
+	case "/reset_prefix_cache":
+		h = s.handleResetPrefixCache
 	case "/admin/faults":
 		want, h = "", s.handleFaults // checks its own methods
 	case "/get_server_info", "/server_info":
@@ -303,9 +334,24 @@ func (s *Server) handleHealth(ctx *fasthttp.RequestCtx) {
 	}
 }
 
+// handleResetPrefixCache is vLLM's POST /reset_prefix_cache (a dev-mode
+// route there): it drops every cached block, publishing AllBlocksCleared
+// when KV events are on, and answers 200 {"success": bool}; the reset
+// fails, changing nothing, while a sequence runs or a KV handle is pinned.
+func (s *Server) handleResetPrefixCache(ctx *fasthttp.RequestCtx) {
+	ok := s.sched.resetCache()
+	s.log.Info("resetting prefix cache", zap.Bool("success", ok))
+	body, _ := json.Marshal(struct {
+		Success bool `json:"success"`
+	}{ok}) // cannot fail
+	ctx.SetContentType("application/json")
+	ctx.SetBody(body)
+}
+
 func (s *Server) handleMetrics(ctx *fasthttp.RequestCtx) {
 	ctx.SetContentType("text/plain; version=0.0.4; charset=utf-8")
 	s.metrics.write(ctx, s.cfg.Model, s.cfg.cacheTokens(), s.sched.stats())
+	writeKVEventMetrics(ctx, s.cfg.Model, s.kvEvents)
 	if s.cfg.Protocol == ProtocolVLLM {
 		writeCacheConfigInfo(ctx, s.cfg)
 	}

@@ -22,7 +22,7 @@ func (s *Server) stream(w *bufio.Writer, r *run) {
 		if p := recover(); p != nil {
 			s.log.Error("panic in stream writer", zap.Any("panic", p), zap.String("request_id", r.j.id))
 			if !released {
-				r.lease.finish(nil)
+				r.lease.finish(seqBlocks{})
 			}
 		}
 	}()

@@ -13,6 +13,9 @@ package model
 // rest, evicting the least recently used cached blocks when no free block is
 // left. Referenced blocks are never evicted.
 //
+// An Observer (SetObserver) is told of blocks stored, evicted and cleared,
+// the engine's KV cache events.
+//
 // KVCache is not safe for concurrent use; its owner (the simulated worker's
 // scheduler, or duet replay's modelled worker) serialises calls.
 type KVCache struct {
@@ -23,7 +26,8 @@ type KVCache struct {
 	lruHead   int32            // least recently used cached block, -1 when none
 	lruTail   int32            // most recently used cached block, -1 when none
 	lruLen    int
-	refBlocks int // blocks with refs > 0
+	refBlocks int      // blocks with refs > 0
+	obs       Observer // nil: none (see SetObserver)
 }
 
 type kvBlock struct {
@@ -110,24 +114,76 @@ func (c *KVCache) Allocate(hashes []uint64, maxMatch, total int) (*KVAlloc, bool
 // Commit registers the allocation's blocks under hashes (the chained hashes
 // of the sequence's full blocks, prompt and output), so later sequences with
 // the same prefix find them. Hashes beyond the allocation are ignored; a
-// hash already held by another block is left to that block.
-func (c *KVCache) Commit(a *KVAlloc, hashes []uint64) {
+// hash already held by another block is left to that block. It is
+// CommitTokens without tokens: an observer is told of the blocks without
+// their tokens.
+func (c *KVCache) Commit(a *KVAlloc, hashes []uint64) { c.CommitTokens(a, hashes, nil) }
+
+// CommitTokens is Commit for a sequence whose tokens are known: tokens (at
+// least len(hashes) blocks' worth; extra tokens are ignored) are handed to
+// the observer with the blocks they fill, as vLLM's BlockStored carries
+// them. Each run of consecutive newly registered blocks is one
+// Observer.Stored call; the blocks already registered (the cache hits of
+// Allocate, an earlier commit) are not reported again.
+func (c *KVCache) CommitTokens(a *KVAlloc, hashes []uint64, tokens []int) {
 	if a.released {
 		return
 	}
 	n := min(len(hashes), len(a.blocks))
+	run := -1 // first block of the current run of registered blocks; -1 when none
 	for i := a.committed; i < n; i++ {
-		b := &c.blocks[a.blocks[i]]
-		if b.hashed {
+		if c.register(a.blocks[i], hashes[i]) {
+			if run < 0 {
+				run = i
+			}
 			continue
 		}
-		if _, taken := c.byHash[hashes[i]]; taken {
-			continue // an identical prefix was registered concurrently
+		if run >= 0 && c.obs != nil {
+			c.stored(hashes, tokens, run, i)
 		}
-		b.hash, b.hashed = hashes[i], true
-		c.byHash[hashes[i]] = a.blocks[i]
+		run = -1
+	}
+	if run >= 0 && c.obs != nil {
+		c.stored(hashes, tokens, run, n)
 	}
 	a.committed = max(a.committed, n)
+}
+
+// register gives block id the hash h unless it already has one or another
+// block holds h (an identical prefix registered concurrently), and reports
+// whether it did.
+func (c *KVCache) register(id int32, h uint64) bool {
+	b := &c.blocks[id]
+	if b.hashed {
+		return false
+	}
+	if _, taken := c.byHash[h]; taken {
+		return false
+	}
+	b.hash, b.hashed = h, true
+	c.byHash[h] = id
+	return true
+}
+
+// Reset drops every cached block, as vLLM's reset_prefix_cache does, and
+// tells the observer Cleared. Like vLLM it fails, returning false and
+// changing nothing, while any block is referenced (a running or pinned
+// sequence).
+func (c *KVCache) Reset() bool {
+	if c.refBlocks > 0 {
+		return false
+	}
+	for c.lruHead >= 0 {
+		id := c.lruHead
+		c.lruUnlink(id)
+		c.blocks[id].hash, c.blocks[id].hashed = 0, false
+		c.free = append(c.free, id)
+	}
+	clear(c.byHash)
+	if c.obs != nil {
+		c.obs.Cleared()
+	}
+	return true
 }
 
 // Release drops the allocation's references. Blocks left unreferenced
@@ -179,6 +235,9 @@ func (c *KVCache) take() int32 {
 	c.lruUnlink(id)
 	b := &c.blocks[id]
 	delete(c.byHash, b.hash)
+	if c.obs != nil {
+		c.obs.Evicted(b.hash)
+	}
 	b.hash, b.hashed = 0, false
 	return id
 }

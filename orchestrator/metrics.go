@@ -3,6 +3,7 @@ package orchestrator
 import (
 	"github.com/duet-serve/duet/orchestrator/protocol"
 	"github.com/duet-serve/duet/router"
+	"github.com/duet-serve/duet/router/kvindex"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -87,8 +88,8 @@ func newMetrics(reg prometheus.Registerer, r *router.Router, up *upstream) (*met
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "duet_route_decisions_total",
 			Help: "Routing decisions: sticky, implicit, fork, branch, new, repin, spill:<reason>, hash, fallback, or the policy name."}, []string{"decision"}),
 		cacheError: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "duet_router_cached_tokens_error",
-			Help:    "Per sticky turn: prompt tokens the router expected the ctx worker to hold minus the cached tokens it reported.",
-			Buckets: []float64{-4096, -512, -64, 0, 64, 512, 4096, 32768}}),
+			Help:    "Per request whose ctx worker the router expected to hold part of the prompt: the tokens it expected minus the cached tokens the worker reported (exact: the le=0 bucket less the le=-1 one).",
+			Buckets: []float64{-4096, -512, -64, -32, -1, 0, 32, 64, 512, 4096, 32768}}),
 	}
 	m.bind()
 	if reg == nil {
@@ -122,10 +123,15 @@ var (
 	workerCacheDesc = prometheus.NewDesc("duet_worker_kv_cache_tokens",
 		"The KV cache the router assumes a worker has, in tokens; source: worker (it reported it), config (kv_blocks_per_worker) or default.",
 		[]string{"worker", "role", "source"}, nil)
+	cacheSignalDesc = prometheus.NewDesc("duet_cache_signal",
+		"1 for where the router's view of a worker's KV cache comes from now: estimate (the worker publishes no KV events), events, or fallback (its events stopped agreeing with the cached tokens it reports).",
+		[]string{"worker", "role", "state"}, nil)
+	indexedBlocksDesc = prometheus.NewDesc("duet_worker_indexed_blocks",
+		"Blocks the router's cache index holds for a worker, by view: estimate or events.", []string{"worker", "role", "view"}, nil)
 	workerEjectionsDesc = prometheus.NewDesc("duet_worker_ejections_total",
 		"Times passive health took a worker out of routing after a connect error or 5xx answers.", []string{"worker", "role"}, nil)
 	sessionsDesc  = prometheus.NewDesc("duet_router_sessions", "Live sessions in the router's table.", nil, nil)
-	breaksDesc    = prometheus.NewDesc("duet_router_affinity_breaks_total", "Session affinity lost, by reason: ttl, lru, worker_gone, unavailable, retry, spill, evicted, store_down.", []string{"reason"}, nil)
+	breaksDesc    = prometheus.NewDesc("duet_router_affinity_breaks_total", "Session affinity lost, by reason: ttl, lru, worker_gone, unavailable, retry, moved, spill, store_down.", []string{"reason"}, nil)
 	spillsDesc    = prometheus.NewDesc("duet_router_spills_total", "Requests sent away from an overloaded pinned worker, by reason.", []string{"reason"}, nil)
 	fallbacksDesc = prometheus.NewDesc("duet_router_store_fallbacks_total",
 		"Requests routed on this replica's local state because the shared store (cluster.state: redis) could not answer.", nil, nil)
@@ -138,10 +144,30 @@ func (c *workerCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- workerSessionsDesc
 	ch <- workerCacheDesc
 	ch <- workerEjectionsDesc
+	ch <- cacheSignalDesc
+	ch <- indexedBlocksDesc
 	ch <- sessionsDesc
 	ch <- breaksDesc
 	ch <- spillsDesc
 	ch <- fallbacksDesc
+}
+
+// collectCache reports a worker's cache signal and indexed blocks.
+func (c *workerCollector) collectCache(ch chan<- prometheus.Metric, ep *router.Endpoint, role string) {
+	cache := c.router.Cache(ep)
+	state, _ := cache.State()
+	for _, st := range kvindex.States {
+		v := 0.0
+		if st == state {
+			v = 1
+		}
+		ch <- prometheus.MustNewConstMetric(cacheSignalDesc, prometheus.GaugeValue, v, ep.ID, role, string(st))
+	}
+	estimate, events := cache.Held()
+	ch <- prometheus.MustNewConstMetric(indexedBlocksDesc, prometheus.GaugeValue, float64(estimate), ep.ID, role, "estimate")
+	if events >= 0 {
+		ch <- prometheus.MustNewConstMetric(indexedBlocksDesc, prometheus.GaugeValue, float64(events), ep.ID, role, "events")
+	}
 }
 
 func (c *workerCollector) Collect(ch chan<- prometheus.Metric) {
@@ -159,6 +185,7 @@ func (c *workerCollector) Collect(ch chan<- prometheus.Metric) {
 		cacheTokens, cacheSource := c.router.CacheSize(ep)
 		ch <- prometheus.MustNewConstMetric(workerCacheDesc, prometheus.GaugeValue, float64(cacheTokens), ep.ID, role, cacheSource)
 		ch <- prometheus.MustNewConstMetric(workerEjectionsDesc, prometheus.CounterValue, float64(ep.Ejections()), ep.ID, role)
+		c.collectCache(ch, ep, role)
 	}
 	ch <- prometheus.MustNewConstMetric(sessionsDesc, prometheus.GaugeValue, float64(c.router.Sessions()))
 	for _, b := range c.router.Stats().Breaks() {

@@ -25,6 +25,10 @@ type Endpoint struct {
 	// unknown (the decode worker uses its own). Set before the endpoint is
 	// shared.
 	BootstrapPort int
+	// KVEvents is where the worker publishes its KV cache events (a ZMQ
+	// endpoint), KVEventsReplay its replay socket; "" when none. Set before
+	// the endpoint is shared.
+	KVEvents, KVEventsReplay string
 
 	healthy  atomic.Bool
 	draining atomic.Bool

@@ -22,11 +22,15 @@ type Member struct {
 	// KVCacheTokens is the KV cache the worker reported, in tokens; 0:
 	// none reported.
 	KVCacheTokens int64
+	// KVEvents is where the worker publishes its KV cache events, and
+	// KVEventsReplay its replay socket; "" when none.
+	KVEvents, KVEventsReplay string
 }
 
 // Pool is the set of workers the router may use. Endpoints keep their
-// identity (and so their load) across Sync calls as long as their ID, URL,
-// Role and BootstrapPort are unchanged.
+// identity (and so their load and cache index) across Sync calls as long
+// as their ID, URL, Role, BootstrapPort and KV events endpoints are
+// unchanged.
 type Pool struct {
 	// mu serialises writers; readers use the atomic snapshot.
 	mu       sync.Mutex
@@ -72,9 +76,11 @@ func (p *Pool) Sync(members []Member) bool {
 			continue
 		}
 		ep, ok := old.byID[m.ID]
-		if !ok || ep.URL != m.URL || ep.Role != m.Role || ep.BootstrapPort != m.BootstrapPort {
+		if !ok || ep.URL != m.URL || ep.Role != m.Role || ep.BootstrapPort != m.BootstrapPort ||
+			ep.KVEvents != m.KVEvents || ep.KVEventsReplay != m.KVEventsReplay {
 			ep = NewEndpoint(m.ID, m.URL, m.Role)
 			ep.BootstrapPort = m.BootstrapPort
+			ep.KVEvents, ep.KVEventsReplay = m.KVEvents, m.KVEventsReplay
 			changed = true
 		}
 		ep.healthy.Store(m.Healthy)

@@ -33,6 +33,8 @@ type serveOptions struct {
 	queue      string // the queue section, YAML flow mapping
 	debugAddr  string // server.debug_address
 	tracing    string // the tracing section, YAML flow mapping
+	router     string // extra router keys, YAML flow mapping entries ("load_weight: 1")
+	kvEvents   bool   // the sims publish KV events and the router subscribes
 }
 
 func startServe(t *testing.T, o serveOptions) *deployment {
@@ -50,6 +52,15 @@ func startServe(t *testing.T, o serveOptions) *deployment {
 	ctxBase, genBase := freePortRun(t, o.nCtx), freePortRun(t, o.nGen)
 	ctxSide, genSide := freePortRun(t, o.nCtx), freePortRun(t, o.nGen) // sglang bootstrap ports
 	args := `"--time-scale", "0.02", "--kv-transfer-timeout", "10s"` + o.simArgs
+	ctxEvents, genEvents := "{}", "{}"
+	if o.kvEvents {
+		ctxEvents = fmt.Sprintf("{port_offset: %d}", freePortRun(t, o.nCtx)-ctxBase)
+		genEvents = fmt.Sprintf("{port_offset: %d}", freePortRun(t, o.nGen)-genBase)
+	}
+	routerKeys := ""
+	if o.router != "" {
+		routerKeys = ", " + o.router
+	}
 	cfg := fmt.Sprintf(`
 log: {level: info}
 server: {host: 127.0.0.1, port: %d, admin_token: "%s", debug_address: "%s"}
@@ -59,7 +70,7 @@ orchestrator:
   first_event_timeout: 10s
   stream_idle_timeout: 10s
 %s
-router: {policy: %s}
+router: {policy: %s%s}
 queue: %s
 tracing: %s
 fleet:
@@ -74,6 +85,7 @@ fleet:
     side_port_base: %d
     start_timeout: 60s
     args: [%s%s]
+    kv_events: %s
     restart: {delay: 100ms, max_delay: 500ms}
   generation:
     engine: sim
@@ -82,8 +94,10 @@ fleet:
     side_port_base: %d
     start_timeout: 60s
     args: [%s]
+    kv_events: %s
     restart: {delay: 100ms, max_delay: 500ms}
-`, port, o.adminToken, o.debugAddr, o.protocol, o.extra, o.policy, queueYAML(o.queue), orEmpty(o.tracing), t.TempDir(), o.nCtx, ctxBase, ctxSide, args, o.ctxArgs, o.nGen, genBase, genSide, args)
+`, port, o.adminToken, o.debugAddr, o.protocol, o.extra, o.policy, routerKeys, queueYAML(o.queue), orEmpty(o.tracing), t.TempDir(),
+		o.nCtx, ctxBase, ctxSide, args, o.ctxArgs, ctxEvents, o.nGen, genBase, genSide, args, genEvents)
 	path := writeFile(t, "duet.yaml", cfg)
 	p := startDuet(t, "serve", "--config", path)
 	d := &deployment{url: fmt.Sprintf("http://127.0.0.1:%d", port), proc: p}
@@ -141,6 +155,11 @@ type clusterInfo struct {
 		LoadTokens int64  `json:"load_tokens"`
 		InFlight   int64  `json:"inflight"`
 		workerCache
+		// The router's view of the worker's cache: estimate, events or
+		// fallback (and why), and how many blocks it holds.
+		CacheSignal   string `json:"cache_signal"`
+		SignalReason  string `json:"cache_signal_reason"`
+		IndexedBlocks int    `json:"indexed_blocks"`
 	} `json:"workers"`
 	Fleet []struct {
 		Name  string

@@ -34,7 +34,7 @@ const vllmKVTransferConfig = `{"kv_connector":"NixlConnector","kv_role":"kv_both
 // (empty for a worker without GPUs), the engine's variables, then the pool's
 // env.
 func buildCommand(s *WorkerSpec, p PoolConfig, runDir string, opts Options) ([]File, error) {
-	rep := expander(s, p.Model, runDir)
+	rep := expander(s, p, runDir)
 	program := p.Executable
 	if program == "" {
 		program = engines[p.Engine].program
@@ -86,6 +86,7 @@ func buildCommand(s *WorkerSpec, p PoolConfig, runDir string, opts Options) ([]F
 	default:
 		return nil, fmt.Errorf("unknown engine %q", p.Engine)
 	}
+	argv = append(argv, kvEventsArgs(s, p)...)
 	s.Argv = append(argv, expandAll(rep, p.Args)...)
 	s.Env = append([]string{"CUDA_VISIBLE_DEVICES=" + strings.Join(s.GPUs, ",")}, env...)
 	s.Env = append(s.Env, expandAll(rep, p.Env)...)
@@ -162,4 +163,33 @@ func asMap(v any) (map[string]any, bool) {
 		return out, true
 	}
 	return nil, false
+}
+
+// kvEventsArgs are the arguments that make a launched worker publish its
+// KV cache events where the pool's kv_events section says (none when it
+// says none, and for the command engine, whose template has
+// {kv_events_port}). vLLM's --kv-events-config is read by
+// vllm/config/kv_events.py (KVEventsConfig: enable_kv_cache_events,
+// publisher, endpoint, replay_endpoint); SGLang takes the same JSON
+// (python/sglang/srt/server_args.py --kv-events-config).
+func kvEventsArgs(s *WorkerSpec, p PoolConfig) []string {
+	events, replay := p.KVEvents.Endpoints(s.Host, s.Port)
+	if events == "" {
+		return nil
+	}
+	switch p.Engine {
+	case EngineSim: // binds the worker's own address, as its HTTP server does
+		args := []string{"--kv-events-endpoint", events}
+		if replay != "" {
+			args = append(args, "--kv-events-replay-endpoint", replay)
+		}
+		return args
+	case EngineVLLM, EngineSGLang:
+		cfg := fmt.Sprintf(`{"enable_kv_cache_events":true,"publisher":"zmq","endpoint":"tcp://*:%d"`, s.Port+p.KVEvents.PortOffset)
+		if replay != "" {
+			cfg += fmt.Sprintf(`,"replay_endpoint":"tcp://*:%d"`, s.Port+p.KVEvents.ReplayPortOffset)
+		}
+		return []string{"--kv-events-config", cfg + "}"}
+	}
+	return nil
 }

@@ -1,6 +1,10 @@
 package workers
 
-import "time"
+import (
+	"net"
+	"strconv"
+	"time"
+)
 
 // Engine names accepted by PoolConfig.Engine.
 const (
@@ -149,6 +153,41 @@ type PoolConfig struct {
 	// "http://10.0.0.5:30000 8998" (without one the decode worker uses its
 	// own bootstrap port). Only context pools take one. Requires Count 0 or -1.
 	URLs []string `mapstructure:"urls" yaml:"urls" help:"URLs of pre-launched workers (health-checked only); \"URL PORT\" gives an SGLang prefill worker's bootstrap port"`
+	// KVEvents says where the pool's workers publish their KV cache events
+	// (vLLM's and SGLang's ZMQ publisher, duet sim's), which duet's router
+	// subscribes to.
+	KVEvents KVEventsConfig `mapstructure:"kv_events" yaml:"kv_events"`
+}
+
+// KVEventsConfig is a pool's kv_events: section. A worker publishes at
+// tcp://<its host>:<its HTTP port + port_offset>; duet starts the workers
+// it launches that way (sim: --kv-events-endpoint; vllm and sglang:
+// --kv-events-config with endpoint tcp://*:<port>), and pre-launched
+// workers must be started so (vLLM: --kv-events-config
+// '{"enable_kv_cache_events":true,"publisher":"zmq","endpoint":"tcp://*:PORT"}').
+type KVEventsConfig struct {
+	// PortOffset is the publisher's port less the worker's HTTP port; 0
+	// (the default): the workers publish no events, and the router
+	// estimates their caches.
+	PortOffset int `mapstructure:"port_offset" yaml:"port_offset" help:"KV events: a worker publishes at its HTTP port + this (0: no events)"`
+	// ReplayPortOffset is the publisher's replay socket (vLLM's
+	// replay_endpoint), likewise; 0: none (a sequence gap then empties the
+	// router's view of the worker until its events agree again).
+	ReplayPortOffset int `mapstructure:"replay_port_offset" yaml:"replay_port_offset" help:"KV events: a worker's replay socket is at its HTTP port + this (0: none)"`
+}
+
+// Endpoints returns where a worker whose HTTP address is host:port
+// publishes its KV events, and its replay socket ("" when none); both ""
+// when the pool's workers publish none.
+func (k KVEventsConfig) Endpoints(host string, port int) (events, replay string) {
+	if k.PortOffset == 0 {
+		return "", ""
+	}
+	events = "tcp://" + net.JoinHostPort(host, strconv.Itoa(port+k.PortOffset))
+	if k.ReplayPortOffset != 0 {
+		replay = "tcp://" + net.JoinHostPort(host, strconv.Itoa(port+k.ReplayPortOffset))
+	}
+	return events, replay
 }
 
 // Defaults returns the default fleet: two simulated context workers on

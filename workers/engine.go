@@ -75,8 +75,10 @@ func unknownPlaceholder(s string) string {
 }
 
 // expander replaces the placeholders of one worker.
-func expander(s *WorkerSpec, model, runDir string) *strings.Replacer {
+func expander(s *WorkerSpec, p PoolConfig, runDir string) *strings.Replacer {
+	model := p.Model
 	return strings.NewReplacer(
+		"{kv_events_port}", strconv.Itoa(s.Port+p.KVEvents.PortOffset),
 		"{name}", s.Name,
 		"{role}", string(s.Role),
 		"{host}", s.Host,

@@ -114,19 +114,21 @@ func (f *Fleet) Snapshot() []Worker {
 	out := make([]Worker, len(f.workers))
 	for i, w := range f.workers {
 		out[i] = Worker{
-			Name:          w.spec.Name,
-			Role:          w.spec.Role,
-			URL:           w.spec.URL,
-			SidePort:      w.spec.SidePort,
-			GPUs:          append([]string(nil), w.spec.GPUs...),
-			PID:           w.pid,
-			External:      w.spec.External,
-			Removed:       w.removed,
-			State:         w.state,
-			Since:         w.since,
-			Restarts:      w.restarts,
-			LastError:     w.lastErr,
-			KVCacheTokens: w.kvCacheTokens,
+			Name:           w.spec.Name,
+			Role:           w.spec.Role,
+			URL:            w.spec.URL,
+			SidePort:       w.spec.SidePort,
+			GPUs:           append([]string(nil), w.spec.GPUs...),
+			PID:            w.pid,
+			External:       w.spec.External,
+			Removed:        w.removed,
+			State:          w.state,
+			Since:          w.since,
+			Restarts:       w.restarts,
+			LastError:      w.lastErr,
+			KVCacheTokens:  w.kvCacheTokens,
+			KVEvents:       w.spec.KVEvents,
+			KVEventsReplay: w.spec.KVEventsReplay,
 		}
 	}
 	return out

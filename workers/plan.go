@@ -117,6 +117,10 @@ type WorkerSpec struct {
 	// SidePort is vLLM's NIXL side-channel port or SGLang's bootstrap port;
 	// 0 for the other engines and for external workers.
 	SidePort int
+	// KVEvents is where the worker publishes its KV cache events, and
+	// KVEventsReplay its replay socket; "" when none (the pool's
+	// kv_events).
+	KVEvents, KVEventsReplay string
 	// GPUs are the GPU ids in the worker's CUDA_VISIBLE_DEVICES.
 	GPUs []string
 	// Argv is the command line; Argv[0] is the program (looked up in PATH
@@ -185,6 +189,7 @@ func NewPlan(cfg Config, opts Options) (*Plan, error) {
 				s.SidePort = ports[pi].side[i]
 			}
 			s.URL = "http://" + net.JoinHostPort(advertisedHost(cfg.Host), strconv.Itoa(s.Port))
+			s.KVEvents, s.KVEventsReplay = p.cfg.KVEvents.Endpoints(advertisedHost(cfg.Host), s.Port)
 			s.LogPath = filepath.Join(plan.RunDir, s.Name+".log")
 			files, err := buildCommand(&s, p.cfg, plan.RunDir, opts)
 			if err != nil {
@@ -209,17 +214,20 @@ func needsExecutable(cfg Config) bool {
 func externalSpec(p pool, i int, raw string) WorkerSpec {
 	u, bootstrapPort, _ := ParseURLEntry(raw) // validated
 	port, _ := strconv.Atoi(u.Port())
+	events, replay := p.cfg.KVEvents.Endpoints(u.Hostname(), port)
 	return WorkerSpec{
-		Name:       fmt.Sprintf("%s-%d", p.abbr, i),
-		Role:       p.role,
-		Index:      i,
-		Engine:     p.cfg.Engine,
-		External:   true,
-		Port:       port,
-		SidePort:   bootstrapPort,
-		URL:        strings.TrimSuffix(u.String(), "/"),
-		HealthPath: p.cfg.HealthPath,
-		Restart:    p.cfg.Restart,
+		KVEvents:       events,
+		KVEventsReplay: replay,
+		Name:           fmt.Sprintf("%s-%d", p.abbr, i),
+		Role:           p.role,
+		Index:          i,
+		Engine:         p.cfg.Engine,
+		External:       true,
+		Port:           port,
+		SidePort:       bootstrapPort,
+		URL:            strings.TrimSuffix(u.String(), "/"),
+		HealthPath:     p.cfg.HealthPath,
+		Restart:        p.cfg.Restart,
 	}
 }
 

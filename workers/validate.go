@@ -136,6 +136,9 @@ func (p PoolConfig) validate(key string) error {
 	if p.StartTimeout < 0 {
 		return fail("start_timeout", "must be >= 0 (0: engine default), got %s", p.StartTimeout)
 	}
+	if err := p.KVEvents.validate(key+".kv_events", p.Engine); err != nil {
+		return err
+	}
 	if len(p.EngineConfig) > 0 && !info.engineConfig {
 		return fail("engine_config", "not supported by engine %s (supported: %s, %s; use args)", p.Engine, EngineTRTLLM, EngineVLLM)
 	}
@@ -283,6 +286,24 @@ func (r RestartPolicy) validate(key string) error {
 		return fmt.Errorf("%s.max_delay: must be >= delay (%s), got %s", key, r.Delay, r.MaxDelay)
 	case r.Jitter < 0 || r.Jitter > 1:
 		return fmt.Errorf("%s.jitter: must be in [0, 1], got %g", key, r.Jitter)
+	}
+	return nil
+}
+
+// validate checks a pool's kv_events section; key is its path.
+func (k KVEventsConfig) validate(key, engine string) error {
+	switch {
+	case k.PortOffset < -65535 || k.PortOffset > 65535:
+		return fmt.Errorf("%s.port_offset: must be between -65535 and 65535, got %d", key, k.PortOffset)
+	case k.ReplayPortOffset < -65535 || k.ReplayPortOffset > 65535:
+		return fmt.Errorf("%s.replay_port_offset: must be between -65535 and 65535, got %d", key, k.ReplayPortOffset)
+	case k.ReplayPortOffset != 0 && k.PortOffset == 0:
+		return fmt.Errorf("%s.replay_port_offset: needs port_offset (the events themselves), got %d", key, k.ReplayPortOffset)
+	case k.ReplayPortOffset != 0 && k.ReplayPortOffset == k.PortOffset:
+		return fmt.Errorf("%s.replay_port_offset: must differ from port_offset (%d)", key, k.PortOffset)
+	case k.PortOffset != 0 && engine == EngineTRTLLM:
+		return fmt.Errorf("%s.port_offset: engine %s serves its KV events over HTTP (/kv_cache_events), which duet does not read yet; valid engines: %s, %s, %s, %s",
+			key, engine, EngineSim, EngineVLLM, EngineSGLang, EngineCommand)
 	}
 	return nil
 }

@@ -63,6 +63,9 @@ type Worker struct {
 	// KVCacheTokens is the KV cache size the worker's engine reported, in
 	// tokens (Options.CacheSize); 0 when it reported none.
 	KVCacheTokens int64
+	// KVEvents and KVEventsReplay are where the worker publishes its KV
+	// cache events and its replay socket ("" when none).
+	KVEvents, KVEventsReplay string
 }
 
 // Healthy reports whether the worker should receive traffic: it is up and
@@ -81,7 +84,7 @@ func (p *Plan) Snapshot() []Worker {
 
 func specWorker(s *WorkerSpec) Worker {
 	w := Worker{Name: s.Name, Role: s.Role, URL: s.URL, SidePort: s.SidePort, GPUs: append([]string(nil), s.GPUs...),
-		External: s.External, State: StateStarting}
+		External: s.External, State: StateStarting, KVEvents: s.KVEvents, KVEventsReplay: s.KVEventsReplay}
 	if s.External {
 		w.State = StateDown
 	}

@@ -50,7 +50,8 @@ func members(ws []workers.Worker, protocol string) []router.Member {
 		if w.Removed {
 			continue
 		}
-		m := router.Member{ID: w.Name, URL: w.URL, Role: w.Role, Healthy: w.Healthy(), KVCacheTokens: w.KVCacheTokens}
+		m := router.Member{ID: w.Name, URL: w.URL, Role: w.Role, Healthy: w.Healthy(), KVCacheTokens: w.KVCacheTokens,
+			KVEvents: w.KVEvents, KVEventsReplay: w.KVEventsReplay}
 		if protocol == sglang.Name {
 			m.BootstrapPort = w.SidePort
 		}

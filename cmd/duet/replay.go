@@ -32,6 +32,7 @@ type replayFlags struct {
 	genKV    []int
 	speedup  float64
 	overhead time.Duration
+	kvEvents bool
 	window   time.Duration
 }
 
@@ -83,6 +84,7 @@ no network and no duet overhead.`,
 	fs.IntSliceVar(&f.genKV, "gen-kv-blocks", nil, "gen KV cache in blocks, comma-separated for a sweep (default: sim.kv_capacity_blocks)")
 	fs.Float64Var(&f.speedup, "speedup", 1, "with timestamps: replay this many times faster than recorded")
 	fs.DurationVar(&f.window, "oracle-window", 10*time.Minute, "memory of the windowed oracle: a block counts when a prompt held it at most this long ago")
+	fs.BoolVar(&f.kvEvents, "kv-events", false, "the modelled workers publish KV cache events and the router indexes them (as with fleet kv_events); default: the router estimates each cache from what it sent")
 	fs.DurationVar(&f.overhead, "serving-overhead", 0, "latency the serving path adds to each request outside the workers (HTTP, tokenization, relay); measure it on your machine (README)")
 	fs.Lookup("artifact-dir").Usage = "directory for the runs' exports, one subdirectory per run (default artifacts/replay)"
 	return cmd
@@ -138,7 +140,7 @@ func runReplay(cmd *cobra.Command, f *replayFlags, cfg Config) error {
 			return err
 		}
 		rc := replayConfig(cfg, wlc, p, f.speedup)
-		rc.ServingOverhead, rc.OracleWindow = f.overhead, f.window
+		rc.ServingOverhead, rc.OracleWindow, rc.KVEvents = f.overhead, f.window, f.kvEvents
 		res, err := replay.Run(rc, sessions)
 		if err != nil {
 			return err
@@ -312,9 +314,10 @@ type replayRow struct {
 
 func printReplayRows(w io.Writer, rows []replayRow) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "run\toracle (window)\toracle (pooled cache)\tctx imbalance\tper minute\troutes\tspills\taffinity breaks\tsimulated\twall\t")
+	fmt.Fprintln(tw, "run\toracle (window)\toracle (pooled cache)\tctx imbalance\tper minute\tindex exact\tindex error p99\troutes\tspills\taffinity breaks\tsimulated\twall\t")
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%.3f\t%.3f\t%.3f\t%.3f\t%s\t%s\t%s\t%s\t%s\t\n", r.label, r.res.WindowOracleRatio, r.res.PooledOracleRatio, r.res.Imbalance, r.res.MinuteImbalance,
+		fmt.Fprintf(tw, "%s\t%.3f\t%.3f\t%.3f\t%.3f\t%.3f\t%d\t%s\t%s\t%s\t%s\t%s\t\n", r.label, r.res.WindowOracleRatio, r.res.PooledOracleRatio, r.res.Imbalance, r.res.MinuteImbalance,
+			r.res.IndexExact, r.res.IndexErrorP99,
 			counts(r.res.Routes), counts(r.res.Stats.Spills()), counts(r.res.Stats.Breaks()), r.res.Duration.Round(time.Second), r.wall.Round(time.Millisecond))
 	}
 	_ = tw.Flush()

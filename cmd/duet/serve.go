@@ -13,6 +13,8 @@ import (
 	"github.com/duet-serve/duet/orchestrator/frontend"
 	"github.com/duet-serve/duet/orchestrator/queue"
 	"github.com/duet-serve/duet/router"
+	"github.com/duet-serve/duet/router/kvfeed"
+	"github.com/duet-serve/duet/router/kvindex"
 	"github.com/duet-serve/duet/router/redisstore"
 	"github.com/duet-serve/duet/tokenizer"
 	"github.com/duet-serve/duet/workers"
@@ -104,10 +106,14 @@ func runServe(ctx context.Context, cfg Config, log *zap.Logger) error {
 		return err
 	}
 	defer stopTracing()
-	srv, err := buildFrontend(cfg, log, access, tok, reg, q, tracer, admin{fleet: fleet, sync: ps, shared: shared})
+	srv, rt, err := buildFrontend(cfg, log, access, tok, reg, q, tracer, admin{fleet: fleet, sync: ps, shared: shared})
 	if err != nil {
 		return err
 	}
+	feed := kvfeed.New(rt, log.Named("kv_events"))
+	feedDone := make(chan struct{})
+	go func() { defer close(feedDone); feed.Run(syncCtx) }()
+	defer func() { cancelSync(); <-feedDone }()
 	log.Info("duet serving", zap.String("url", "http://"+ln.Addr().String()), zap.String("protocol", cfg.Orchestrator.Protocol),
 		zap.String("policy", cfg.Router.Policy), zap.String("state", cfg.Cluster.State), zap.Strings("models", servedModels(cfg)))
 	return srv.Serve(ctx, ln)
@@ -125,12 +131,13 @@ func listen(cfg frontend.Config) (net.Listener, error) {
 }
 
 func buildFrontend(cfg Config, log, access *zap.Logger, tok *tokenizer.Tokenizer, reg *prometheus.Registry, q *queue.Queue,
-	tracer trace.Tracer, a admin) (*frontend.Server, error) {
+	tracer trace.Tracer, a admin) (*frontend.Server, *router.Router, error) {
 	pool := a.sync.pool
 	rt, err := router.New(pool, cfg.Router, nil)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	rt.OnSignalChange(logSignalChange(log.Named("router")))
 	if a.shared != nil {
 		rt.ShareState(a.shared)
 	}
@@ -139,10 +146,26 @@ func buildFrontend(cfg Config, log, access *zap.Logger, tok *tokenizer.Tokenizer
 	orch, err := orchestrator.New(orchestrator.Options{Config: ocfg, Router: rt, Tokenizer: tok, Log: log,
 		AccessLog: access, Registry: reg, Queue: q, Tracer: tracer})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return frontend.New(frontend.Options{Config: cfg.Server, Orchestrator: orch, Pool: pool, Gatherer: reg,
+	srv, err := frontend.New(frontend.Options{Config: cfg.Server, Orchestrator: orch, Pool: pool, Gatherer: reg,
 		Log: log, Version: versionString(), Fleet: func() any { return a.fleet.Snapshot() }, Admin: a})
+	return srv, rt, err
+}
+
+// logSignalChange logs each change of a worker's cache signal once: a
+// fallback from its KV events to the estimate as a warning, the rest as
+// information.
+func logSignalChange(log *zap.Logger) func(*router.Endpoint, kvindex.Change) {
+	return func(ep *router.Endpoint, ch kvindex.Change) {
+		fields := []zap.Field{zap.String("worker", ep.ID), zap.String("from", string(ch.From)), zap.String("to", string(ch.To)),
+			zap.String("reason", ch.Reason)}
+		if ch.To == kvindex.StateFallback {
+			log.Warn("cache signal: falling back to the estimate", fields...)
+			return
+		}
+		log.Info("cache signal changed", fields...)
+	}
 }
 
 // stopFleet stops every worker: SIGTERM, then SIGKILL after the grace.

@@ -9,7 +9,7 @@
 // prompt's tail before its prefix), and, for workers that publish them,
 // the engine's KV cache events (BlockStored, BlockRemoved,
 // AllBlocksCleared: vLLM's and SGLang's publishers, decoded by
-// router/kvevents). A watchdog compares each view's expectation with the
+// proto/kvevents). A watchdog compares each view's expectation with the
 // cached tokens the engine reports per request, and falls back from events
 // that stopped agreeing to the estimate.
 //

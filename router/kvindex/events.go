@@ -7,7 +7,7 @@ import (
 )
 
 // Stored is one engine event: it stored consecutive blocks of one
-// sequence, the engine's BlockStored (router/kvevents).
+// sequence, the engine's BlockStored (proto/kvevents).
 type Stored struct {
 	// Hashes are the engine's own hashes of the blocks, in sequence order.
 	Hashes []uint64

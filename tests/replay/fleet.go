@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/duet-serve/duet/router"
+	"github.com/duet-serve/duet/router/kvindex"
 	"github.com/duet-serve/duet/workers/sim/model"
 )
 
@@ -83,9 +84,10 @@ func (w *worker) endRunning(now time.Time) {
 	w.dispatch(now)
 }
 
-// release commits hashes to the allocation's blocks and frees them.
-func (w *worker) release(a *model.KVAlloc, hashes []uint64, now time.Time) {
-	w.kv.Commit(a, hashes)
+// release commits hashes (of tokens) to the allocation's blocks and frees
+// them.
+func (w *worker) release(a *model.KVAlloc, hashes []uint64, tokens []int, now time.Time) {
+	w.kv.CommitTokens(a, hashes, tokens)
 	w.kv.Release(a)
 	w.dispatch(now)
 }
@@ -103,3 +105,25 @@ func (w *worker) countPrefill(tokens int, now time.Time) {
 	w.prefilled += int64(tokens)
 	w.perMinute[now.Unix()/60] += int64(tokens)
 }
+
+// eventFeed is a modelled worker's KV cache events, applied to the
+// router's cache index as router/kvfeed applies a live worker's: the same
+// kvindex code, fed without the wire.
+type eventFeed struct {
+	rt *router.Router
+	ep *router.Endpoint
+}
+
+var _ model.Observer = eventFeed{}
+
+func (f eventFeed) Stored(b model.StoredBlocks) {
+	if b.Tokens == nil {
+		return
+	}
+	f.rt.SignalChanged(f.ep, f.rt.Cache(f.ep).Stored(kvindex.Stored{Hashes: b.Hashes, Parent: b.Parent, HasParent: b.HasParent,
+		Tokens: b.Tokens, BlockSize: b.BlockSize}))
+}
+
+func (f eventFeed) Evicted(hash uint64) { f.rt.Cache(f.ep).Removed([]uint64{hash}) }
+
+func (f eventFeed) Cleared() { f.rt.Cache(f.ep).Cleared() }

@@ -19,6 +19,7 @@ package replay
 import (
 	"container/heap"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/duet-serve/duet/proto/disagg"
@@ -55,6 +56,10 @@ type Config struct {
 	OracleBlockSize int
 	// OracleWindow is the windowed oracle's memory (0: 10 minutes).
 	OracleWindow time.Duration
+	// KVEvents feeds the router's cache index with the modelled workers' KV
+	// cache events, as workers that publish them do (router/kvfeed); false:
+	// the router estimates the caches from what it sent.
+	KVEvents bool
 	// ServingOverhead is the time the serving path adds to a request
 	// outside the workers (HTTP hops, tokenization, relay), which the
 	// worker model does not have: half of it delays the context phase,
@@ -110,6 +115,12 @@ type Result struct {
 	// oracle's hit ratio is that of an unlimited cache): what any router
 	// could reuse with this fleet's memory.
 	PooledOracleRatio float64
+	// IndexExact is the share of context phases whose cached tokens the
+	// router expected exactly (Pair.CtxCached against what the modelled
+	// worker found); IndexErrorP99 is the 99th percentile of the absolute
+	// difference, in tokens: the cache index's error.
+	IndexExact    float64
+	IndexErrorP99 int
 }
 
 // run is one replay in progress; it is single-threaded.
@@ -130,6 +141,9 @@ type run struct {
 	started int
 	// routes counts routing decisions by kind.
 	routes map[string]uint64
+	// indexErrors are |expected − found| cached tokens of each context
+	// phase.
+	indexErrors []int
 }
 
 // Run replays sessions. It is deterministic for the same inputs.
@@ -160,10 +174,16 @@ func Run(cfg Config, sessions []Session) (*Result, error) {
 	}
 	r.rt = rt
 	for _, ep := range pool.All() {
+		w := newWorker(ep, cfg.Fleet.Gen)
 		if ep.Role == disagg.RoleContext {
-			r.ctx[ep] = newWorker(ep, cfg.Fleet.Ctx)
+			w = newWorker(ep, cfg.Fleet.Ctx)
+			r.ctx[ep] = w
 		} else {
-			r.gen[ep] = newWorker(ep, cfg.Fleet.Gen)
+			r.gen[ep] = w
+		}
+		if cfg.KVEvents {
+			rt.Cache(ep).AttachEvents()
+			w.kv.SetObserver(eventFeed{rt: rt, ep: ep})
 		}
 	}
 	r.start(sessions)
@@ -336,6 +356,7 @@ func (q *request) prefill(a *model.KVAlloc, at time.Time, rec int) {
 	_, computed := w.prefill.Reserve(at, t.PrefillCompute(uncached, 1))
 	w.countPrefill(uncached, at)
 	q.r.recs[rec].CachedTokens = q.ctxCached
+	q.r.indexErrors = append(q.r.indexErrors, abs(q.pair.CtxCached-q.ctxCached))
 	q.r.at(computed.Add(t.Overhead(1)), func() { q.contextDone(rec) })
 }
 
@@ -343,7 +364,7 @@ func (q *request) prefill(a *model.KVAlloc, at time.Time, rec int) {
 // pinned until the gen worker pulls it.
 func (q *request) contextDone(rec int) {
 	r := q.r
-	q.ctxW.kv.Commit(q.ctxAlloc, q.simHashes)
+	q.ctxW.kv.CommitTokens(q.ctxAlloc, q.simHashes, q.prompt)
 	q.ctxW.endRunning(r.now)
 	q.pair.ContextDone(true, q.ctxCached)
 	genHashes := q.simHashes
@@ -360,7 +381,7 @@ func (q *request) contextDone(rec int) {
 // output at the gen worker's ITL.
 func (q *request) decode(a *model.KVAlloc, at time.Time, rec int) {
 	r, w, t := q.r, q.genW, q.genW.m.Timing
-	q.ctxW.release(q.ctxAlloc, q.simHashes, at)
+	q.ctxW.release(q.ctxAlloc, q.simHashes, q.prompt, at)
 	held := min(a.Matched()*w.m.BlockSize, len(q.prompt))
 	q.firstAt = at.Add(t.Transfer(len(q.prompt)-held, 1))
 	q.endedAt = q.firstAt.Add(time.Duration(q.output-1) * t.ITL(w.running, 1))
@@ -375,7 +396,7 @@ func (q *request) finish(a *model.KVAlloc, rec int) {
 	reply := q.sess.Answered(q.k, q.output)
 	full := append(q.prompt[:len(q.prompt):len(q.prompt)], reply...)
 	held := r.hashesFor(q.prompt, q.simHashes, w.m.BlockSize)
-	w.release(a, tokenizer.ExtendBlockHashes(held[:len(held):len(held)], full, w.m.BlockSize), r.now)
+	w.release(a, tokenizer.ExtendBlockHashes(held[:len(held):len(held)], full, w.m.BlockSize), full, r.now)
 	w.endRunning(r.now)
 	q.pair.End(router.Outcome{GenRan: true})
 	q.complete(rec)
@@ -427,6 +448,7 @@ func (q *request) fail(err error, oracle int) {
 func (r *run) result() *Result {
 	res := &Result{Records: r.recs, Stats: r.rt.Stats(), Prefilled: map[string]int64{}, Duration: r.now.Sub(epoch),
 		PooledOracleRatio: r.pooled.ratio(), WindowOracleRatio: r.window.ratio(), Routes: router.Counts(r.routes)}
+	res.IndexExact, res.IndexErrorP99 = indexError(r.indexErrors)
 	var all []int64
 	minutes := map[int64][]int64{}
 	for ep, w := range r.ctx {
@@ -569,5 +591,29 @@ func (h *eventQueue) Pop() any {
 	x := old[len(old)-1]
 	old[len(old)-1] = nil // the popped event's closure (and its request's prompt) must not outlive it
 	*h = old[:len(old)-1]
+	return x
+}
+
+// indexError is the share of zero errors and the 99th percentile of errs
+// (nearest rank); 1 and 0 when there are none.
+func indexError(errs []int) (exact float64, p99 int) {
+	if len(errs) == 0 {
+		return 1, 0
+	}
+	sorted := slices.Clone(errs)
+	slices.Sort(sorted)
+	zero := 0
+	for _, e := range sorted {
+		if e == 0 {
+			zero++
+		}
+	}
+	return float64(zero) / float64(len(sorted)), sorted[(len(sorted)*99+99)/100-1]
+}
+
+func abs(x int) int {
+	if x < 0 {
+		return -x
+	}
 	return x
 }

@@ -288,3 +288,31 @@ func TestConsistentHashWithoutSessionsKeysByRequest(t *testing.T) {
 	}
 	require.Greater(t, used, 1, "prefilled per ctx worker: %v", res.Prefilled)
 }
+
+// The modelled workers' KV events keep the router's index exact: with one
+// request at a time (nothing evicts between routing and prefill), every
+// context phase finds exactly the tokens the router expected, under cache
+// pressure too; the estimate, which does not see the blocks running
+// requests pin nor the gen side's evictions, may be off.
+func TestKVEventsKeepTheIndexExact(t *testing.T) {
+	sessions := func() []Session {
+		var ss []Session
+		for i := 0; i < 12; i++ {
+			ss = append(ss, &tokenSession{id: string(rune('a' + i)), adds: [][]int{seq(0, 40), seq(1000*i, 30), seq(2000*i, 20)},
+				outputs: []int{8, 8, 8}, delays: []time.Duration{0, ms(100), ms(300)}})
+		}
+		return ss
+	}
+	cfg := worked(2, 2, router.PolicyConversation)
+	cfg.Fleet.Ctx.KVCapacityBlocks, cfg.Concurrency = 60, 1
+	cfg.KVEvents = true
+	res, err := Run(cfg, sessions())
+	require.NoError(t, err)
+	require.Equal(t, 1.0, res.IndexExact)
+	require.Zero(t, res.IndexErrorP99)
+	hit := 0
+	for _, r := range res.Records {
+		hit += r.CachedTokens
+	}
+	require.Positive(t, hit, "continuations were routed to their cache")
+}

@@ -150,7 +150,7 @@ type Config struct {
 	// (tcp://host:port, ipc://path) the worker binds a PUB socket on to
 	// publish its cache's BlockStored, BlockRemoved and AllBlocksCleared
 	// events in vLLM's wire format (map layout, integer block hashes, topic
-	// "", data_parallel_rank 0), as router/kvevents reads them. Port 0 picks
+	// "", data_parallel_rank 0), as proto/kvevents reads them. Port 0 picks
 	// a free port (logged at startup). Default "": no events, no socket.
 	//
 	// vLLM's equivalent is --kv-events-config

@@ -45,14 +45,16 @@
 // KV events (kvevents.go, kvpublish.go): with kv_events_endpoint set
 // (default off) the worker binds a ZeroMQ PUB socket there, and a ROUTER
 // replay socket on kv_events_replay_endpoint, and publishes its cache's
-// events in vLLM's wire format through router/kvevents' Publisher:
+// events in vLLM's wire format through proto/kvevents' Publisher:
 // BlockStored when a sequence commits blocks (token ids, parent hash, the
 // sim's chained hashes as integers), BlockRemoved on eviction,
 // AllBlocksCleared on POST /reset_prefix_cache. A scheduler step's events
 // are one batch (more when large). The model.KVCache tells its Observer,
 // the sink, under the scheduler lock; the sink queues batches without
-// blocking, dropping (and counting) a batch when the bounded queue is full,
-// after which the next batch starts with AllBlocksCleared.
+// blocking, dropping (and counting) a batch when the bounded queue is full;
+// the publishing goroutine then skips the dropped batch's sequence number
+// (kvevents.Publisher.Skip) before the next batch, so a subscriber sees a
+// gap that replay cannot fill and resets.
 //
 // Timing (timing.go), every duration times time_scale: first token at
 // queueing + uncached/prefill_tokens_per_sec + prefill_overhead, the token
@@ -110,9 +112,20 @@
 // event and of its HTTP chunk, or halfway through a body; fault_stall_rate
 // stops sending (a non-streaming request after its headers) and holds the
 // connection until the client leaves or fault_hang_max passes.
+// Two faults break the KV event stream (kvevents.go), for testing a router
+// that checks events against the cached_tokens a worker reports:
+// kv_events_paused (a setting, only with KV events on) discards the events
+// of every scheduler step that ends while it is set, with no sequence gap
+// and no AllBlocksCleared, and publishing resumes with the next step once
+// it is cleared; reset_cache_silently (an action: true runs it once, GET
+// never shows it) drops every cached block as POST /reset_prefix_cache
+// does, without AllBlocksCleared, and where that reset fails while blocks
+// are referenced, it drops only the unreferenced ones and keeps what
+// running or pinned sequences hold.
 // POST /admin/faults takes a JSON object with any of error_rate, hang_rate,
 // hang_max ("30s"), die_rate, die_after_tokens, slow_factor, garbage_rate,
-// cut_rate, stall_rate; it is not authenticated (the sim is a test tool).
+// cut_rate, stall_rate, kv_events_paused and reset_cache_silently; it is
+// not authenticated (the sim is a test tool).
 //
 // # Metrics
 //
@@ -123,7 +136,8 @@
 // vllm:prefix_cache_hits_total, vllm:prompt_tokens_total,
 // vllm:generation_tokens_total and duet_sim_*, among them
 // duet_sim_kv_events_total and duet_sim_kv_event_batches_total by outcome
-// (published, dropped, failed).
+// (published, dropped, failed, paused), and duet_sim_faults_injected_total
+// by kind (reset_cache_silently counts its triggers).
 //
 // # Concurrency
 //
@@ -139,7 +153,9 @@
 //     calls the sink under it, and scheduler.unlock hands the step's batch
 //     to the publishing goroutine's bounded channel (never blocking) before
 //     releasing it.
-//   - faults.mu guards the fault settings and their random source.
+//   - faults.mu guards the fault settings and their random source. The KV
+//     event sink reads kv_events_paused under scheduler.mu, so faults.mu
+//     is taken after scheduler.mu, never before it.
 //   - counters are atomics.
 //
 // Goroutines and their owners:

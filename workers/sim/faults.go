@@ -26,6 +26,11 @@ type faultSettings struct {
 	GarbageRate    float64  `json:"garbage_rate"`
 	CutRate        float64  `json:"cut_rate"`
 	StallRate      float64  `json:"stall_rate"`
+	// KVEventsPaused discards the KV events of every scheduler step that
+	// ends while it is set: the stream goes silent, with no gap and no
+	// AllBlocksCleared, as if the publisher had hung. Clearing it resumes
+	// publishing with the next step. Only with KV events on.
+	KVEventsPaused bool `json:"kv_events_paused"`
 }
 
 // faultPatch is a partial update; absent fields keep their value.
@@ -39,6 +44,13 @@ type faultPatch struct {
 	GarbageRate    *float64  `json:"garbage_rate"`
 	CutRate        *float64  `json:"cut_rate"`
 	StallRate      *float64  `json:"stall_rate"`
+	KVEventsPaused *bool     `json:"kv_events_paused"`
+	// ResetCacheSilently, when true, is an action rather than a setting
+	// (GET never shows it): once the patch is applied, every cached block
+	// no sequence references is dropped, as POST /reset_prefix_cache does,
+	// but with no AllBlocksCleared. Blocks running or pinned sequences hold
+	// stay. false does nothing.
+	ResetCacheSilently *bool `json:"reset_cache_silently"`
 }
 
 // duration is a time.Duration written as a Go duration string ("1m30s").
@@ -77,7 +89,8 @@ type faultDraw struct {
 // faults holds the current settings and draws per-request faults. It is
 // safe for concurrent use.
 type faults struct {
-	initial faultSettings
+	initial  faultSettings
+	kvEvents bool // KV events are on: kv_events_paused may be set
 	// mu guards set and rng.
 	mu  sync.Mutex
 	set faultSettings
@@ -90,7 +103,17 @@ func newFaults(cfg Config) *faults {
 		DieRate: cfg.FaultDieRate, DieAfterTokens: cfg.FaultDieAfterTokens, SlowFactor: cfg.FaultSlowFactor,
 		GarbageRate: cfg.FaultGarbageRate, CutRate: cfg.FaultCutRate, StallRate: cfg.FaultStallRate,
 	}
-	return &faults{initial: set, set: set, rng: rand.New(rand.NewPCG(uint64(cfg.Seed), 0xfa017))}
+	return &faults{initial: set, set: set, kvEvents: cfg.KVEventsEndpoint != "",
+		rng: rand.New(rand.NewPCG(uint64(cfg.Seed), 0xfa017))}
+}
+
+// kvEventsPaused reports whether kv_events_paused is set. The KV event
+// sink calls it under scheduler.mu, so faults.mu is taken after
+// scheduler.mu, never the other way round.
+func (f *faults) kvEventsPaused() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.set.KVEventsPaused
 }
 
 // draw decides the faults of one request. With every rate 0 it draws
@@ -170,6 +193,12 @@ func (f *faults) apply(p faultPatch) (faultSettings, error) {
 		}
 		next.SlowFactor = *p.SlowFactor
 	}
+	if p.KVEventsPaused != nil {
+		if *p.KVEventsPaused && !f.kvEvents {
+			return f.set, errors.New("kv_events_paused: KV events are off (kv_events_endpoint is unset)")
+		}
+		next.KVEventsPaused = *p.KVEventsPaused
+	}
 	f.set = next
 	return next, nil
 }
@@ -182,8 +211,9 @@ func (f *faults) reset() faultSettings {
 }
 
 // handleFaults serves /admin/faults: GET shows the settings, POST applies a
-// partial update (JSON object with any of the settings' keys), DELETE resets
-// them to the configured values.
+// partial update (JSON object with any of the settings' keys, and the
+// action reset_cache_silently, run once the update is applied), DELETE
+// resets them to the configured values.
 func (s *Server) handleFaults(ctx *fasthttp.RequestCtx) {
 	var set faultSettings
 	switch string(ctx.Method()) {
@@ -205,6 +235,12 @@ func (s *Server) handleFaults(ctx *fasthttp.RequestCtx) {
 			return
 		}
 		s.log.Info("fault settings changed", zap.Any("faults", set))
+		if p.ResetCacheSilently != nil && *p.ResetCacheSilently {
+			dropped, kept := s.sched.resetCacheSilently()
+			s.metrics.faults[faultResetCacheSilently].Add(1)
+			s.log.Info("prefix cache reset silently (no AllBlocksCleared)",
+				zap.Int("dropped_blocks", dropped), zap.Int("kept_referenced_blocks", kept))
+		}
 	default:
 		writeError(ctx, methodNotAllowed())
 		return

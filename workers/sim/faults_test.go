@@ -108,7 +108,7 @@ func TestFaultAdmin(t *testing.T) {
 	require.Equal(t, http.StatusOK, post(t, w.url+"/v1/chat/completions", body).status)
 
 	r = do(t, http.MethodGet, w.url+"/admin/faults", nil, nil)
-	require.JSONEq(t, `{"error_rate":0,"hang_rate":0,"hang_max":"10m0s","die_rate":0,"die_after_tokens":4,"slow_factor":1,"garbage_rate":0,"cut_rate":0,"stall_rate":0}`, string(r.body))
+	require.JSONEq(t, `{"error_rate":0,"hang_rate":0,"hang_max":"10m0s","die_rate":0,"die_after_tokens":4,"slow_factor":1,"garbage_rate":0,"cut_rate":0,"stall_rate":0,"kv_events_paused":false}`, string(r.body))
 }
 
 func TestFaultGarbage(t *testing.T) {

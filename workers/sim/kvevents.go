@@ -3,7 +3,7 @@ package sim
 import (
 	"sync/atomic"
 
-	"github.com/duet-serve/duet/router/kvevents"
+	"github.com/duet-serve/duet/proto/kvevents"
 	"github.com/duet-serve/duet/workers/sim/model"
 )
 
@@ -23,10 +23,16 @@ import (
 // BlockStored events, each chained onto the one before, and a step's
 // events into several batches, so no payload nears kvevents.MaxPayloadBytes;
 // and where vLLM's publisher queue blocks the engine when full, the sim's
-// drops the batch (counted) and starts the next one it queues with
-// AllBlocksCleared, so a subscriber forgets what it may have missed.
-// (kvevents.Publisher numbers only what it sends, so a batch dropped before
-// it leaves no sequence gap to detect; AllBlocksCleared is the signal.)
+// drops the batch (counted) and skips its sequence number
+// (kvevents.Publisher.Skip) before publishing the next one queued, so a
+// subscriber sees a gap no replay can fill and resets. (The sim used to
+// send AllBlocksCleared instead; that claimed the cache was empty while it
+// was not, where a reset says what is true: the subscriber no longer knows.)
+//
+// Two faults (faults.go) break the stream on purpose: kv_events_paused
+// discards every step's events while set, with no gap and no
+// AllBlocksCleared; reset_cache_silently empties the cache without
+// AllBlocksCleared.
 
 // Bounds on what the sim puts in one event, one batch and the queue.
 const (
@@ -45,15 +51,28 @@ const mediumGPU = "GPU"
 // hands them to the publishing goroutine through a bounded queue, never
 // blocking: a batch that does not fit is dropped and counted.
 type kvEventSink struct {
-	// step, items and lost are guarded by scheduler.mu: the cache calls the
-	// observer methods under it, and flush runs under it.
-	step  [][]kvevents.Event // the step's batches; the last one is open
-	items int                // hashes plus tokens in the open batch
-	lost  bool               // a batch was dropped: the next one queued starts with AllBlocksCleared
+	// paused reports whether kv_events_paused is set (faults.kvEventsPaused);
+	// nil: never. flush asks it once per step with events.
+	paused func() bool
+
+	// step, items, stepLost and skip are guarded by scheduler.mu: the cache
+	// calls the observer methods under it, and flush runs under it.
+	step     [][]kvevents.Event // the step's batches; the last one is open
+	items    int                // hashes plus tokens in the open batch
+	stepLost bool               // the step lost an event (blocks without tokens)
+	skip     int                // sequence numbers the next batch queued skips: batches lost since the last one queued
 
 	// queue carries batches to the publishing goroutine (kvEventPublisher.run).
-	queue chan []kvevents.Event
+	queue chan kvBatch
 	stats kvEventCounters
+}
+
+// kvBatch is one batch on its way to the publisher: skip sequence numbers
+// to skip first (kvevents.Publisher.Skip), one per batch lost just before
+// it, then events to publish.
+type kvBatch struct {
+	skip   int
+	events []kvevents.Event
 }
 
 var _ model.Observer = (*kvEventSink)(nil)
@@ -63,10 +82,13 @@ type kvEventCounters struct {
 	publishedBatches, publishedEvents atomic.Uint64 // sent (or kept for replay with no subscriber)
 	droppedBatches, droppedEvents     atomic.Uint64 // the queue was full, or the blocks' tokens were unknown
 	failedBatches, failedEvents       atomic.Uint64 // the publisher returned an error
+	pausedBatches, pausedEvents       atomic.Uint64 // discarded while kv_events_paused was set
 }
 
-func newKVEventSink(queueLength int) *kvEventSink {
-	return &kvEventSink{queue: make(chan []kvevents.Event, queueLength)}
+// newKVEventSink returns a sink whose queue holds queueLength batches;
+// paused (nil: never) says when to discard steps (kv_events_paused).
+func newKVEventSink(queueLength int, paused func() bool) *kvEventSink {
+	return &kvEventSink{paused: paused, queue: make(chan kvBatch, queueLength)}
 }
 
 // Stored implements model.Observer: BlockStored, split into events of at
@@ -76,7 +98,7 @@ func (k *kvEventSink) Stored(b model.StoredBlocks) {
 		// A BlockStored without its tokens is useless to a subscriber and
 		// breaks its chain: treat it as lost. The sim always passes them.
 		k.stats.droppedEvents.Add(1)
-		k.lost = true
+		k.stepLost = true
 		return
 	}
 	per := max(1, min(kvEventMaxBlocks, kvEventMaxTokens/b.BlockSize))
@@ -125,28 +147,48 @@ func (k *kvEventSink) add(ev kvevents.Event, items int) {
 }
 
 // flush hands the step's batches to the publishing goroutine without
-// blocking and starts the next step. A batch that finds the queue full is
-// dropped (counted); the next batch queued then starts with
-// AllBlocksCleared. Called under scheduler.mu.
+// blocking and starts the next step. While kv_events_paused is set the
+// step is discarded (counted) and leaves no trace: no skipped number, so
+// the stream looks merely quiet. A batch that finds the queue full is
+// dropped (counted) and the next batch queued skips its sequence number; a
+// step that lost an event skips one too. Called under scheduler.mu.
 func (k *kvEventSink) flush() {
-	for i, b := range k.step {
+	if len(k.step) == 0 && !k.stepLost {
+		return
+	}
+	if k.paused != nil && k.paused() {
+		for _, b := range k.step {
+			if len(b) > 0 {
+				k.stats.pausedBatches.Add(1)
+				k.stats.pausedEvents.Add(uint64(len(b)))
+			}
+		}
+		k.reset()
+		return
+	}
+	if k.stepLost {
+		k.skip++
+	}
+	for _, b := range k.step {
 		if len(b) == 0 {
 			continue
 		}
-		if k.lost {
-			b = append([]kvevents.Event{&kvevents.AllBlocksCleared{}}, b...)
-		}
 		select {
-		case k.queue <- b:
-			k.lost = false
+		case k.queue <- kvBatch{skip: k.skip, events: b}:
+			k.skip = 0
 		default:
 			k.stats.droppedBatches.Add(1)
 			k.stats.droppedEvents.Add(uint64(len(b)))
-			k.lost = true
+			k.skip++
 		}
-		k.step[i] = nil
 	}
-	k.step, k.items = k.step[:0], 0
+	k.reset()
+}
+
+// reset starts the next step, keeping skip. Called under scheduler.mu.
+func (k *kvEventSink) reset() {
+	clear(k.step)
+	k.step, k.items, k.stepLost = k.step[:0], 0, false
 }
 
 // wireHashes converts the sim's chained hashes to integer block hashes.

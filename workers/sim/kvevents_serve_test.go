@@ -12,7 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/duet-serve/duet/router/kvevents"
+	"github.com/duet-serve/duet/proto/kvevents"
 	"github.com/duet-serve/duet/tokenizer"
 )
 

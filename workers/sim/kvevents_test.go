@@ -3,12 +3,13 @@ package sim
 import (
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
 
-	"github.com/duet-serve/duet/router/kvevents"
+	"github.com/duet-serve/duet/proto/kvevents"
 	"github.com/duet-serve/duet/workers/sim/model"
 )
 
@@ -38,8 +39,8 @@ func keys(hs []kvevents.BlockHash) []uint64 {
 }
 
 // drain returns the batches queued in k.
-func drain(k *kvEventSink) [][]kvevents.Event {
-	var out [][]kvevents.Event
+func drain(k *kvEventSink) []kvBatch {
+	var out []kvBatch
 	for {
 		select {
 		case b := <-k.queue:
@@ -50,13 +51,25 @@ func drain(k *kvEventSink) [][]kvevents.Event {
 	}
 }
 
+// drainEvents returns the events of the batches queued in k, which must
+// skip no sequence number.
+func drainEvents(t *testing.T, k *kvEventSink) [][]kvevents.Event {
+	t.Helper()
+	var out [][]kvevents.Event
+	for _, b := range drain(k) {
+		require.Zero(t, b.skip)
+		out = append(out, b.events)
+	}
+	return out
+}
+
 func TestKVEventSinkStoredSplitsLongRuns(t *testing.T) {
-	k := newKVEventSink(4)
+	k := newKVEventSink(4, nil)
 	n := kvEventMaxBlocks + 2
 	k.Stored(model.StoredBlocks{Hashes: u64sFrom(10, n), Parent: 9, HasParent: true, First: 1,
 		Tokens: intsFrom(0, 2*n), BlockSize: 2})
 	k.flush()
-	batches := drain(k)
+	batches := drainEvents(t, k)
 	require.Len(t, batches, 1)
 	require.Len(t, batches[0], 2)
 	first, second := batches[0][0].(*kvevents.BlockStored), batches[0][1].(*kvevents.BlockStored)
@@ -73,14 +86,14 @@ func TestKVEventSinkStoredSplitsLongRuns(t *testing.T) {
 }
 
 func TestKVEventSinkCoalescesEvictions(t *testing.T) {
-	k := newKVEventSink(4)
+	k := newKVEventSink(4, nil)
 	k.Evicted(1)
 	k.Evicted(2)
 	k.Stored(model.StoredBlocks{Hashes: []uint64{5}, Tokens: []int{7, 8}, BlockSize: 2})
 	k.Evicted(3)
 	k.Cleared()
 	k.flush()
-	batches := drain(k)
+	batches := drainEvents(t, k)
 	require.Len(t, batches, 1, "one step, one batch")
 	b := batches[0]
 	require.Len(t, b, 4)
@@ -95,49 +108,86 @@ func TestKVEventSinkCoalescesEvictions(t *testing.T) {
 }
 
 // A batch that finds the queue full is dropped and counted, and the next
-// batch that is queued starts with AllBlocksCleared, so a subscriber drops
-// what it may have missed.
+// batch queued skips its sequence number, so a subscriber sees a gap; it
+// sends no AllBlocksCleared (the cache was not cleared).
 func TestKVEventSinkDropsOnOverflow(t *testing.T) {
-	k := newKVEventSink(1)
+	removed := func(h uint64) []kvevents.Event {
+		return []kvevents.Event{&kvevents.BlockRemoved{BlockHashes: []kvevents.BlockHash{kvevents.HashFromUint64(h)}, Medium: mediumGPU}}
+	}
+	k := newKVEventSink(1, nil)
 	k.Evicted(1)
 	k.flush() // fills the queue
 	k.Evicted(2)
 	k.flush() // dropped
-	require.Equal(t, uint64(1), k.stats.droppedBatches.Load())
-	require.Equal(t, uint64(1), k.stats.droppedEvents.Load())
-	require.Equal(t, [][]kvevents.Event{{&kvevents.BlockRemoved{BlockHashes: []kvevents.BlockHash{kvevents.HashFromUint64(1)}, Medium: mediumGPU}}}, drain(k))
-
 	k.Evicted(3)
-	k.flush()
-	got := drain(k)
-	require.Len(t, got, 1)
-	require.Len(t, got[0], 2)
-	require.IsType(t, &kvevents.AllBlocksCleared{}, got[0][0])
-	require.Equal(t, []uint64{3}, keys(got[0][1].(*kvevents.BlockRemoved).BlockHashes))
+	k.flush() // dropped
+	require.Equal(t, uint64(2), k.stats.droppedBatches.Load())
+	require.Equal(t, uint64(2), k.stats.droppedEvents.Load())
+	require.Equal(t, []kvBatch{{events: removed(1)}}, drain(k))
 
 	k.Evicted(4)
 	k.flush()
-	got = drain(k)
-	require.Len(t, got[0], 1, "the marker is sent once")
+	require.Equal(t, []kvBatch{{skip: 2, events: removed(4)}}, drain(k), "one number per dropped batch")
+	k.Evicted(5)
+	k.flush()
+	require.Equal(t, []kvBatch{{events: removed(5)}}, drain(k), "skipped once")
 
-	// Blocks whose tokens are unknown cannot be published: lost as well.
+	// Blocks whose tokens are unknown cannot be published: their step skips
+	// a number too.
 	k.Stored(model.StoredBlocks{Hashes: []uint64{5}, BlockSize: 2})
 	k.Evicted(6)
 	k.flush()
-	got = drain(k)
-	require.IsType(t, &kvevents.AllBlocksCleared{}, got[0][0])
-	require.Equal(t, uint64(2), k.stats.droppedEvents.Load())
+	require.Equal(t, []kvBatch{{skip: 1, events: removed(6)}}, drain(k))
+	require.Equal(t, uint64(3), k.stats.droppedEvents.Load())
 }
 
-// fakePublisher records batches; with gate set, Publish waits for it.
+// kv_events_paused: a step that ends while it is set is discarded and
+// counted, with no skipped number (the stream just goes quiet), and
+// clearing it publishes the next step as usual. A number owed by a batch
+// dropped before the pause is still skipped after it.
+func TestKVEventSinkPaused(t *testing.T) {
+	var paused atomic.Bool
+	k := newKVEventSink(1, paused.Load)
+	k.Evicted(1)
+	k.flush() // fills the queue
+	k.Evicted(2)
+	k.flush() // dropped: owes a skip
+	drain(k)
+
+	paused.Store(true)
+	k.Evicted(3)
+	k.Stored(model.StoredBlocks{Hashes: []uint64{4}, Tokens: []int{7, 8}, BlockSize: 2})
+	k.flush()
+	k.Stored(model.StoredBlocks{Hashes: []uint64{5}, BlockSize: 2}) // lost while paused: no skip
+	k.flush()
+	require.Empty(t, drain(k))
+	require.Equal(t, uint64(1), k.stats.pausedBatches.Load())
+	require.Equal(t, uint64(2), k.stats.pausedEvents.Load())
+
+	paused.Store(false)
+	k.Evicted(6)
+	k.flush()
+	got := drain(k)
+	require.Len(t, got, 1)
+	require.Equal(t, 1, got[0].skip, "the drop before the pause, nothing for the pause")
+	require.Len(t, got[0].events, 1)
+	require.IsType(t, &kvevents.BlockRemoved{}, got[0].events[0])
+}
+
+// fakePublisher records batches and numbers them as kvevents.Publisher
+// does, Skip included; with gate set, Publish waits for it.
 type fakePublisher struct {
 	gate chan struct{}
 	fail bool
 
 	mu      sync.Mutex // guards the fields below
 	batches [][]kvevents.Event
+	seqs    []uint64 // of batches
+	next    uint64
 	closed  bool
 }
+
+var _ batchPublisher = (*fakePublisher)(nil)
 
 func (f *fakePublisher) Publish(events ...kvevents.Event) (uint64, error) {
 	if f.gate != nil {
@@ -151,8 +201,22 @@ func (f *fakePublisher) Publish(events ...kvevents.Event) (uint64, error) {
 	if f.fail {
 		return 0, errors.New("send failed")
 	}
+	seq := f.next
+	f.next++
 	f.batches = append(f.batches, events)
-	return uint64(len(f.batches) - 1), nil
+	f.seqs = append(f.seqs, seq)
+	return seq, nil
+}
+
+func (f *fakePublisher) Skip() (uint64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		return 0, errors.New("skip after close")
+	}
+	seq := f.next
+	f.next++
+	return seq, nil
 }
 
 func (f *fakePublisher) Close() error {
@@ -165,7 +229,7 @@ func (f *fakePublisher) Close() error {
 // Stop publishes what was queued, in order, then closes the publisher; a
 // publisher that blocks holds up only the goroutine, never flush.
 func TestKVEventPublisherStopDrainsQueue(t *testing.T) {
-	k := newKVEventSink(8)
+	k := newKVEventSink(8, nil)
 	fake := &fakePublisher{gate: make(chan struct{})}
 	p := startKVEventPublisher(k, fake, zap.NewNop())
 	for i := range 5 {
@@ -183,8 +247,27 @@ func TestKVEventPublisherStopDrainsQueue(t *testing.T) {
 	require.Equal(t, uint64(5), k.stats.publishedEvents.Load())
 }
 
+// The publishing goroutine skips the numbers of dropped batches right
+// before the batch that follows them, so the gap sits where they were lost.
+func TestKVEventPublisherSkipsDroppedBatches(t *testing.T) {
+	k := newKVEventSink(2, nil)
+	for i := range 5 { // two fill the queue, three are dropped
+		k.Evicted(uint64(i))
+		k.flush()
+	}
+	fake := &fakePublisher{}
+	p := startKVEventPublisher(k, fake, zap.NewNop())
+	waitUntil(t, "the queue drained", func() bool { return k.stats.publishedBatches.Load() == 2 })
+	k.Evicted(9)
+	k.flush()
+	require.NoError(t, p.Stop())
+	require.Equal(t, uint64(3), k.stats.droppedBatches.Load())
+	require.Equal(t, []uint64{0, 1, 5}, fake.seqs, "three numbers skipped right before the batch after the drops")
+	require.Equal(t, []uint64{9}, keys(fake.batches[2][0].(*kvevents.BlockRemoved).BlockHashes))
+}
+
 func TestKVEventPublisherCountsFailures(t *testing.T) {
-	k := newKVEventSink(8)
+	k := newKVEventSink(8, nil)
 	fake := &fakePublisher{fail: true}
 	p := startKVEventPublisher(k, fake, zap.NewNop())
 	k.Evicted(1)

@@ -7,14 +7,16 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/duet-serve/duet/router/kvevents"
+	"github.com/duet-serve/duet/proto/kvevents"
 )
 
 // batchPublisher sends one batch of KV events; *kvevents.Publisher is one.
-// Publish may block (a slow socket); Close releases the sockets and is
-// called once, after the last Publish.
+// Publish may block (a slow socket); Skip consumes a sequence number for a
+// batch lost before Publish, so the next batch shows a gap; Close releases
+// the sockets and is called once, after the last Publish or Skip.
 type batchPublisher interface {
 	Publish(events ...kvevents.Event) (uint64, error)
+	Skip() (uint64, error)
 	Close() error
 }
 
@@ -58,17 +60,25 @@ func (p *kvEventPublisher) run() {
 	}
 }
 
-// publish sends one batch and counts the outcome.
-func (p *kvEventPublisher) publish(b []kvevents.Event) {
+// publish skips the sequence numbers of the batches lost before b, then
+// sends b, and counts the outcome.
+func (p *kvEventPublisher) publish(b kvBatch) {
 	st := &p.sink.stats
-	if _, err := p.pub.Publish(b...); err != nil {
+	for range b.skip {
+		if _, err := p.pub.Skip(); err != nil {
+			// Only a closed publisher fails, and Stop closes it after run.
+			p.log.Warn("kv event sequence number not skipped", zap.Error(err))
+			break
+		}
+	}
+	if _, err := p.pub.Publish(b.events...); err != nil {
 		st.failedBatches.Add(1)
-		st.failedEvents.Add(uint64(len(b)))
-		p.log.Warn("kv event batch not published", zap.Int("events", len(b)), zap.Error(err))
+		st.failedEvents.Add(uint64(len(b.events)))
+		p.log.Warn("kv event batch not published", zap.Int("events", len(b.events)), zap.Error(err))
 		return
 	}
 	st.publishedBatches.Add(1)
-	st.publishedEvents.Add(uint64(len(b)))
+	st.publishedEvents.Add(uint64(len(b.events)))
 }
 
 // Stop stops the goroutine once it has published what was queued, waits for

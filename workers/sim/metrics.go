@@ -33,10 +33,11 @@ const (
 	faultGarbage
 	faultCut
 	faultStall
+	faultResetCacheSilently // POST /admin/faults {"reset_cache_silently": true}, per trigger
 	numFaultKinds
 )
 
-var faultNames = [numFaultKinds]string{"error", "hang", "die", "garbage", "cut", "stall"}
+var faultNames = [numFaultKinds]string{"error", "hang", "die", "garbage", "cut", "stall", "reset_cache_silently"}
 
 // metrics holds the worker's counters; gauges are read from the scheduler
 // at scrape time. The exposition is written by hand in the Prometheus text
@@ -150,17 +151,18 @@ func writeKVEventMetrics(w io.Writer, model string, k *kvEventSink) {
 	}
 	e := expo{w: w, labels: `model_name="` + escapeLabel(model) + `"`}
 	for _, m := range []struct {
-		name, help                 string
-		published, dropped, failed *atomic.Uint64
+		name, help                         string
+		published, dropped, failed, paused *atomic.Uint64
 	}{
-		{"duet_sim_kv_event_batches_total", "KV event batches by outcome: published, dropped (publisher queue full), failed (send error).",
-			&c.publishedBatches, &c.droppedBatches, &c.failedBatches},
-		{"duet_sim_kv_events_total", "KV events by outcome: published, dropped (publisher queue full), failed (send error).",
-			&c.publishedEvents, &c.droppedEvents, &c.failedEvents},
+		{"duet_sim_kv_event_batches_total", "KV event batches by outcome: published, dropped (publisher queue full), failed (send error), paused (discarded under the kv_events_paused fault).",
+			&c.publishedBatches, &c.droppedBatches, &c.failedBatches, &c.pausedBatches},
+		{"duet_sim_kv_events_total", "KV events by outcome: published, dropped (publisher queue full), failed (send error), paused (discarded under the kv_events_paused fault).",
+			&c.publishedEvents, &c.droppedEvents, &c.failedEvents, &c.pausedEvents},
 	} {
 		e.header(m.name, m.help, "counter")
 		e.sample(m.name, `outcome="published"`, float64(m.published.Load()))
 		e.sample(m.name, `outcome="dropped"`, float64(m.dropped.Load()))
 		e.sample(m.name, `outcome="failed"`, float64(m.failed.Load()))
+		e.sample(m.name, `outcome="paused"`, float64(m.paused.Load()))
 	}
 }

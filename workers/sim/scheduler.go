@@ -212,6 +212,16 @@ func (s *scheduler) resetCache() bool {
 	return s.kv.Reset()
 }
 
+// resetCacheSilently drops every cached block no sequence references,
+// telling the KV event sink nothing (the reset_cache_silently fault), and
+// returns the blocks dropped and the cached blocks that running or pinned
+// sequences hold, which stay.
+func (s *scheduler) resetCacheSilently() (dropped, kept int) {
+	s.mu.Lock()
+	defer s.unlock()
+	return s.kv.ResetSilently()
+}
+
 // schedStats is a snapshot for metrics and tests.
 type schedStats struct {
 	Running int

@@ -85,9 +85,10 @@ func New(cfg Config, tok *tokenizer.Tokenizer, log *zap.Logger) (*Server, error)
 	if err != nil {
 		return nil, fmt.Errorf("sim: %w", err)
 	}
+	f := newFaults(cfg)
 	var events *kvEventSink
 	if cfg.KVEventsEndpoint != "" {
-		events = newKVEventSink(kvEventQueueLength)
+		events = newKVEventSink(kvEventQueueLength, f.kvEventsPaused)
 	}
 	s := &Server{
 		cfg:      cfg,
@@ -98,7 +99,7 @@ func New(cfg Config, tok *tokenizer.Tokenizer, log *zap.Logger) (*Server, error)
 		model:    newTimeModel(cfg),
 		sched:    newScheduler(cfg, events),
 		kvEvents: events,
-		faults:   newFaults(cfg),
+		faults:   f,
 		clock:    realClock(),
 		ids:      newIDSource(),
 		created:  time.Now().Unix(),

@@ -173,17 +173,37 @@ func (c *KVCache) Reset() bool {
 	if c.refBlocks > 0 {
 		return false
 	}
-	for c.lruHead >= 0 {
-		id := c.lruHead
-		c.lruUnlink(id)
-		c.blocks[id].hash, c.blocks[id].hashed = 0, false
-		c.free = append(c.free, id)
-	}
-	clear(c.byHash)
+	c.dropCached()
 	if c.obs != nil {
 		c.obs.Cleared()
 	}
 	return true
+}
+
+// ResetSilently drops every cached block, as Reset does, but keeps the
+// hashed blocks that allocations reference (Reset would fail) and tells
+// the observer nothing: a cache reset behind its event stream's back. It
+// returns the blocks dropped and the hashed blocks kept. What it keeps is
+// prefix-closed: an allocation references the whole prefix it matched.
+func (c *KVCache) ResetSilently() (dropped, kept int) {
+	dropped = c.dropCached()
+	return dropped, len(c.byHash)
+}
+
+// dropCached frees every cached block, forgetting its hash, and returns
+// how many there were.
+func (c *KVCache) dropCached() int {
+	n := 0
+	for c.lruHead >= 0 {
+		id := c.lruHead
+		c.lruUnlink(id)
+		b := &c.blocks[id]
+		delete(c.byHash, b.hash)
+		b.hash, b.hashed = 0, false
+		c.free = append(c.free, id)
+		n++
+	}
+	return n
 }
 
 // Release drops the allocation's references. Blocks left unreferenced

@@ -128,3 +128,33 @@ func TestKVCacheReset(t *testing.T) {
 	require.True(t, c.Reset(), "an empty cache resets; no observer is told")
 	require.Equal(t, []string{"cleared"}, rec.got)
 }
+
+// ResetSilently drops what Reset would, keeps the hashed blocks a running
+// sequence holds (where Reset fails), and tells the observer nothing.
+func TestKVCacheResetSilently(t *testing.T) {
+	c := NewKVCache(8, 2)
+	rec := &recorder{}
+	c.SetObserver(rec)
+	a, _ := c.Allocate(hs(1, 2), 2, 2) // prefix 1, 2: released, cached
+	c.CommitTokens(a, hs(1, 2), toks(100, 4))
+	c.Release(a)
+	b, _ := c.Allocate(hs(11, 3), 3, 3) // prefix 11..13: held by a running sequence
+	c.CommitTokens(b, hs(11, 3), toks(200, 6))
+	rec.got = nil
+
+	dropped, kept := c.ResetSilently()
+	require.Equal(t, 2, dropped)
+	require.Equal(t, 3, kept)
+	require.Empty(t, rec.got, "no Cleared, no Evicted")
+	require.Equal(t, 0, c.Lookup(hs(1, 2)), "cached blocks are gone")
+	require.Equal(t, 3, c.Lookup(hs(11, 3)), "referenced blocks stay findable")
+	requireKV(t, c, 3, 0, 5)
+
+	c.Release(b)
+	requireKV(t, c, 0, 3, 5)
+	dropped, kept = c.ResetSilently()
+	require.Equal(t, 3, dropped)
+	require.Zero(t, kept)
+	requireKV(t, c, 0, 0, 8)
+	require.Empty(t, rec.got)
+}

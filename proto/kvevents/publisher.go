@@ -78,6 +78,9 @@ func (c PublisherConfig) Validate() error {
 	return nil
 }
 
+// ErrPublisherClosed is returned by Publish and Skip after Close.
+var ErrPublisherClosed = errors.New("kvevents: publisher closed")
+
 // Publisher publishes KV event batches in vLLM's wire format: a PUB socket
 // sending (topic, 8-byte big-endian sequence, msgpack batch), sequence numbers
 // from 0, and an optional ROUTER replay socket answering from a bounded buffer
@@ -185,7 +188,7 @@ func (p *Publisher) publish(events []Event, live bool) (uint64, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
-		return 0, errors.New("kvevents: publisher closed")
+		return 0, ErrPublisherClosed
 	}
 	seq := p.next
 	p.next++
@@ -196,6 +199,24 @@ func (p *Publisher) publish(events []Event, live bool) (uint64, error) {
 		}
 	}
 	p.keep(buffered{seq: seq, payload: payload})
+	return seq, nil
+}
+
+// Skip consumes the next sequence number without sending or keeping a batch,
+// and returns it. It is for a batch the caller lost before Publish (its own
+// queue overflowed): the next published batch then shows a gap, and since
+// the skipped number is in no replay buffer, a Subscriber cannot fill it and
+// resets the topic (ResetGap), as it would after a batch lost on the wire.
+// Without a later Publish nobody sees the gap. Skip is safe for concurrent
+// use and fails with ErrPublisherClosed after Close.
+func (p *Publisher) Skip() (uint64, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return 0, ErrPublisherClosed
+	}
+	seq := p.next
+	p.next++
 	return seq, nil
 }
 
@@ -257,8 +278,9 @@ func (p *Publisher) serveReplay(ctx context.Context) {
 	}
 }
 
-// Close stops the replay goroutine and closes the sockets. Publish fails
-// afterwards. Close is idempotent.
+// Close stops the replay goroutine and closes the sockets. Publish and Skip
+// fail afterwards. Close is idempotent. One goroutine of zmq4's PUB socket
+// outlives it (see the package doc, Concurrency).
 func (p *Publisher) Close() error {
 	p.mu.Lock()
 	already := p.closed
@@ -270,11 +292,21 @@ func (p *Publisher) Close() error {
 	p.cancel()
 	var err error
 	if p.pub != nil {
-		err = p.pub.Close()
+		err = ignoreClosed(p.pub.Close())
 	}
 	if p.router != nil {
-		err = errors.Join(err, p.router.Close())
+		err = errors.Join(err, ignoreClosed(p.router.Close()))
 	}
 	p.wg.Wait()
+	return err
+}
+
+// ignoreClosed drops net.ErrClosed: zmq4's Close closes every connection
+// of the socket, and one whose peer left may already be closed by its
+// reader, which is no failure of Close.
+func ignoreClosed(err error) error {
+	if errors.Is(err, net.ErrClosed) {
+		return nil
+	}
 	return err
 }

@@ -40,8 +40,10 @@ type Config struct {
 	Fallback int `mapstructure:"fallback" help:"workers consistent-hash walks clockwise past an unavailable one"`
 	// LoadWeight is the cost model's weight of a ctx worker's prefill
 	// backlog (the tokens charged to it in flight) against the tokens the
-	// request would compute there (default 1.0: a token queued costs what
-	// a token computed does).
+	// request would compute there (default 0.5: a token queued delays this
+	// request once; a cached token recomputed elsewhere also takes cache
+	// space from other prompts, so the cache counts twice the backlog;
+	// measured on three workloads, docs/routing.md).
 	LoadWeight float64 `mapstructure:"load_weight" help:"conversation, kv-aware: weight of a ctx worker's prefill backlog against the tokens a request computes there"`
 	// KVBlocksPerWorker is a worker's KV cache, in blocks of
 	// tokens_per_block: the size of the cache index's estimate of each
@@ -106,7 +108,7 @@ const maxKVBlocksPerWorker = 1 << 30
 
 // Defaults returns the default configuration.
 func Defaults() Config {
-	return Config{Policy: PolicyConversation, TokensPerBlock: 32, MaxSessions: 100000, SessionTTL: 60 * time.Minute, SpillLoadFactor: 2.0, SpillMinTokens: 16384, StickinessTokens: 256, VirtualNodes: 100, Fallback: 2, LoadWeight: 1.0, KVBlocksPerWorker: 0,
+	return Config{Policy: PolicyConversation, TokensPerBlock: 32, MaxSessions: 100000, SessionTTL: 60 * time.Minute, SpillLoadFactor: 2.0, SpillMinTokens: 16384, StickinessTokens: 256, VirtualNodes: 100, Fallback: 2, LoadWeight: 0.5, KVBlocksPerWorker: 0,
 		EjectBackoff: time.Second, EjectMaxBackoff: 30 * time.Second, EjectAfter5xx: 3}
 }
 

@@ -100,7 +100,7 @@ func TestCostModelRoutesWhereThePrefixIsCached(t *testing.T) {
 }
 
 func TestCostModelLeavesACachedWorkerWhoseBacklogCostsMore(t *testing.T) {
-	r, _ := costRouter(t, PolicyKVAware, 2, 2, nil)
+	r, _ := costRouter(t, PolicyKVAware, 2, 2, func(c *Config) { c.LoadWeight = 1 }) // a queued token costs a computed one
 	doc := seq(3200, 0)
 	first := serve(t, r, request("", append(doc, 1)))
 	home := first.Ctx.Endpoint()
@@ -118,7 +118,7 @@ func TestCostModelLeavesACachedWorkerWhoseBacklogCostsMore(t *testing.T) {
 }
 
 func TestCostModelSessionPinIsAPriorWithHysteresis(t *testing.T) {
-	r, _ := costRouter(t, PolicyConversation, 2, 2, func(c *Config) { c.StickinessTokens = 500 })
+	r, _ := costRouter(t, PolicyConversation, 2, 2, func(c *Config) { c.StickinessTokens, c.LoadWeight = 500, 1 })
 	first := serve(t, r, request("chat", seq(20, 0))) // shorter than a block: nothing cached anywhere
 	home := first.Ctx.Endpoint()
 	require.Equal(t, 1, r.Sessions())

@@ -1,5 +1,7 @@
 package model
 
+import "github.com/duet-serve/duet/tokenizer/blockmap"
+
 // KVCache models a paged KV cache: capacity blocks of blockSize tokens each.
 // A block is in one of three states:
 //
@@ -21,10 +23,10 @@ package model
 type KVCache struct {
 	blockSize int
 	blocks    []kvBlock
-	free      []int32          // ids of free blocks, used as a stack
-	byHash    map[uint64]int32 // hash -> block id, for blocks holding a known prefix
-	lruHead   int32            // least recently used cached block, -1 when none
-	lruTail   int32            // most recently used cached block, -1 when none
+	free      []int32       // ids of free blocks, used as a stack
+	byHash    *blockmap.Map // hash -> block id, for blocks holding a known prefix
+	lruHead   int32         // least recently used cached block, -1 when none
+	lruTail   int32         // most recently used cached block, -1 when none
 	lruLen    int
 	refBlocks int      // blocks with refs > 0
 	obs       Observer // nil: none (see SetObserver)
@@ -53,7 +55,7 @@ func NewKVCache(capacity, blockSize int) *KVCache {
 		blockSize: blockSize,
 		blocks:    make([]kvBlock, capacity),
 		free:      make([]int32, capacity),
-		byHash:    make(map[uint64]int32),
+		byHash:    blockmap.New(capacity),
 		lruHead:   -1,
 		lruTail:   -1,
 	}
@@ -74,7 +76,7 @@ func (c *KVCache) BlocksFor(n int) int { return (n + c.blockSize - 1) / c.blockS
 // Lookup returns how many leading hashes are held (referenced or cached).
 func (c *KVCache) Lookup(hashes []uint64) int {
 	for i, h := range hashes {
-		if _, ok := c.byHash[h]; !ok {
+		if !c.byHash.Has(h) {
 			return i
 		}
 	}
@@ -89,7 +91,7 @@ func (c *KVCache) Allocate(hashes []uint64, maxMatch, total int) (*KVAlloc, bool
 	matched := max(0, min(c.Lookup(hashes), maxMatch, total))
 	matchedCached := 0 // matched blocks that are unreferenced, hence in the LRU
 	for _, h := range hashes[:matched] {
-		if c.blocks[c.byHash[h]].refs == 0 {
+		if id, _ := c.byHash.Get(h); c.blocks[id].refs == 0 {
 			matchedCached++
 		}
 	}
@@ -99,7 +101,7 @@ func (c *KVCache) Allocate(hashes []uint64, maxMatch, total int) (*KVAlloc, bool
 	}
 	a := &KVAlloc{blocks: make([]int32, 0, total), matched: matched, committed: matched}
 	for _, h := range hashes[:matched] {
-		id := c.byHash[h]
+		id, _ := c.byHash.Get(h)
 		c.ref(id)
 		a.blocks = append(a.blocks, id)
 	}
@@ -157,11 +159,11 @@ func (c *KVCache) register(id int32, h uint64) bool {
 	if b.hashed {
 		return false
 	}
-	if _, taken := c.byHash[h]; taken {
+	if c.byHash.Has(h) {
 		return false
 	}
 	b.hash, b.hashed = h, true
-	c.byHash[h] = id
+	c.byHash.Put(h, id)
 	return true
 }
 
@@ -187,7 +189,7 @@ func (c *KVCache) Reset() bool {
 // prefix-closed: an allocation references the whole prefix it matched.
 func (c *KVCache) ResetSilently() (dropped, kept int) {
 	dropped = c.dropCached()
-	return dropped, len(c.byHash)
+	return dropped, c.byHash.Len()
 }
 
 // dropCached frees every cached block, forgetting its hash, and returns
@@ -198,7 +200,7 @@ func (c *KVCache) dropCached() int {
 		id := c.lruHead
 		c.lruUnlink(id)
 		b := &c.blocks[id]
-		delete(c.byHash, b.hash)
+		c.byHash.Delete(b.hash)
 		b.hash, b.hashed = 0, false
 		c.free = append(c.free, id)
 		n++
@@ -254,7 +256,7 @@ func (c *KVCache) take() int32 {
 	id := c.lruHead
 	c.lruUnlink(id)
 	b := &c.blocks[id]
-	delete(c.byHash, b.hash)
+	c.byHash.Delete(b.hash)
 	if c.obs != nil {
 		c.obs.Evicted(b.hash)
 	}

@@ -64,7 +64,11 @@ func fakeWorker(args []string) int {
 	if *ignoreTerm {
 		signal.Ignore(syscall.SIGTERM)
 	}
-	if *exitAfter >= 0 {
+	if *exitAfter == 0 { // at once, before serving a health check (a goroutine may lose that race on a loaded machine)
+		fmt.Println("exiting on purpose")
+		return 3
+	}
+	if *exitAfter > 0 {
 		go func() {
 			time.Sleep(*exitAfter)
 			fmt.Println("exiting on purpose")

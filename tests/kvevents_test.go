@@ -213,3 +213,32 @@ func TestWatchdogCatchesABlockSizeMismatch(t *testing.T) {
 	}
 	d.requireIdle(t)
 }
+
+// Regression: under SGLang's protocol, whose prefill leg runs beside the
+// decode leg, the router never learned that the context phase ran, so a
+// conversation's next turn did not find its prefill worker's cache.
+func TestSGLangContextLegTeachesTheIndex(t *testing.T) {
+	d := startServe(t, serveOptions{protocol: "sglang", policy: "conversation", nCtx: 2, nGen: 2})
+	for s := 0; s < 2; s++ {
+		msgs := []message{{"system", systemPrompt}}
+		var first chatTurn
+		for i := 0; i < 4; i++ {
+			msgs = append(msgs, message{"user", fmt.Sprintf("SGLang topic %d, question %d: tell me more.", s, i)})
+			before := map[string]int{"ctx-0": d.indexed(t, "ctx-0"), "ctx-1": d.indexed(t, "ctx-1")}
+			got := converse(t, d, msgs)
+			require.Equal(t, http.StatusOK, got.status)
+			msgs = append(msgs, message{"assistant", got.reply})
+			// The prefill leg ends on its own, possibly after the decode
+			// answer: the router learns the prompt when it does.
+			require.Eventually(t, func() bool { return d.indexed(t, got.ctx) > before[got.ctx] }, 10*time.Second, 5*time.Millisecond,
+				"topic %d turn %d: the router learns the context phase ran", s, i)
+			if i == 0 {
+				first = got
+				continue
+			}
+			require.Equal(t, "cached", got.route, "topic %d turn %d", s, i)
+			require.Equal(t, first.ctx, got.ctx, "topic %d turn %d goes back to its prefill worker", s, i)
+		}
+	}
+	d.requireIdle(t)
+}

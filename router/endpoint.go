@@ -38,6 +38,9 @@ type Endpoint struct {
 	// kvCacheTokens is the KV cache the worker reported, in tokens; 0:
 	// none reported.
 	kvCacheTokens atomic.Int64
+	// kvBlockSize is the KV block size the worker reported, in tokens; 0:
+	// none reported.
+	kvBlockSize atomic.Int64
 	// cache is what the router knows of the worker's KV cache (Router.Cache
 	// makes it).
 	cache atomic.Pointer[kvindex.Cache]
@@ -85,6 +88,10 @@ func (e *Endpoint) Healthy() bool { return e.healthy.Load() }
 // none reported). The fleet reads it from the engine when the worker comes
 // up; Pool.Sync sets it.
 func (e *Endpoint) KVCacheTokens() int64 { return e.kvCacheTokens.Load() }
+
+// KVBlockSize returns the KV block size the worker reported, in tokens (0:
+// none reported); Pool.Sync sets it.
+func (e *Endpoint) KVBlockSize() int { return int(e.kvBlockSize.Load()) }
 
 // Draining reports whether the worker takes no new work (it finishes what it
 // has).

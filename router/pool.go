@@ -22,6 +22,9 @@ type Member struct {
 	// KVCacheTokens is the KV cache the worker reported, in tokens; 0:
 	// none reported.
 	KVCacheTokens int64
+	// KVBlockSize is the KV block size in tokens the worker reported; 0:
+	// none reported.
+	KVBlockSize int
 	// KVEvents is where the worker publishes its KV cache events, and
 	// KVEventsReplay its replay socket; "" when none.
 	KVEvents, KVEventsReplay string
@@ -85,6 +88,7 @@ func (p *Pool) Sync(members []Member) bool {
 		}
 		ep.healthy.Store(m.Healthy)
 		ep.kvCacheTokens.Store(m.KVCacheTokens)
+		ep.kvBlockSize.Store(int64(m.KVBlockSize))
 		next.byID[m.ID] = ep
 		next.all = append(next.all, ep)
 	}

@@ -234,15 +234,25 @@ func (r *Router) Cache(ep *Endpoint) *kvindex.Cache {
 		}
 		c := kvindex.NewCache(r.cfg.TokensPerBlock, want)
 		if ep.cache.CompareAndSwap(old, c) {
+			r.checkBlockSize(ep, c)
 			return c
 		}
+	}
+}
+
+// checkBlockSize marks c, the cache of ep, as keyed by blocks of another
+// size than the worker's when the worker reported one: its events are not
+// used, and the router says so once.
+func (r *Router) checkBlockSize(ep *Endpoint, c *kvindex.Cache) {
+	if bs := ep.KVBlockSize(); bs > 0 && bs != r.cfg.TokensPerBlock {
+		r.SignalChanged(ep, c.BlockSizeMismatch(bs))
 	}
 }
 
 // SignalChanged tells the router's observer of a change of ep's cache
 // signal that happened outside routing (an event stream lost).
 func (r *Router) SignalChanged(ep *Endpoint, ch kvindex.Change) {
-	if ch.Changed() && r.onSignal != nil {
+	if (ch.Changed() || ch.Reason != "") && r.onSignal != nil {
 		r.onSignal(ep, ch)
 	}
 }

@@ -242,3 +242,20 @@ func TestSGLangContextLegTeachesTheIndex(t *testing.T) {
 	}
 	d.requireIdle(t)
 }
+
+// Regression: a worker whose KV block size differed from
+// router.tokens_per_block was admitted without notice. Read from the size
+// it reports, the mismatch is said without any event.
+func TestBlockSizeMismatchIsReportedWithoutEvents(t *testing.T) {
+	d := startServe(t, serveOptions{policy: "conversation", nCtx: 1, nGen: 1, simArgs: `, "--block-size", "16"`})
+	want := "its KV block size is 16 tokens, router.tokens_per_block is 32"
+	require.Eventually(t, func() bool {
+		conversation(t, d, "warm-up", 1, nil) // the router sizes its index when it routes
+		s, why := d.signalOf(t, "ctx-0")
+		return s == "estimate" && why == want
+	}, 20*time.Second, 20*time.Millisecond)
+	for _, w := range d.cluster(t).Workers {
+		require.Equal(t, 16, w.KVBlockSize, w.ID)
+	}
+	require.Contains(t, d.proc.output(), "worker's KV blocks are not router.tokens_per_block")
+}

@@ -160,6 +160,7 @@ type clusterInfo struct {
 		CacheSignal   string `json:"cache_signal"`
 		SignalReason  string `json:"cache_signal_reason"`
 		IndexedBlocks int    `json:"indexed_blocks"`
+		KVBlockSize   int    `json:"kv_block_size"`
 	} `json:"workers"`
 	Fleet []struct {
 		Name  string

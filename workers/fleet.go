@@ -62,8 +62,11 @@ type worker struct {
 	// yet, or never); sizeTries counts the reads of it. Both reset with
 	// each start.
 	kvCacheTokens int64
-	sizeTries     int
-	removed       bool // a plan worker taken out of the membership by RemoveWorker
+	// kvBlockSize is the KV block size it reported (0: none), read with
+	// kvCacheTokens.
+	kvBlockSize int
+	sizeTries   int
+	removed     bool // a plan worker taken out of the membership by RemoveWorker
 }
 
 // New validates cfg, computes its Plan and creates the run directory (a
@@ -127,6 +130,7 @@ func (f *Fleet) Snapshot() []Worker {
 			Restarts:       w.restarts,
 			LastError:      w.lastErr,
 			KVCacheTokens:  w.kvCacheTokens,
+			KVBlockSize:    w.kvBlockSize,
 			KVEvents:       w.spec.KVEvents,
 			KVEventsReplay: w.spec.KVEventsReplay,
 		}

@@ -96,7 +96,7 @@ func (f *Fleet) checkHealth(ctx context.Context) {
 	}
 	type result struct {
 		err     error
-		size    int64
+		size    cacheSize
 		sizeErr error
 	}
 	var targets []target
@@ -151,7 +151,7 @@ func (f *Fleet) applyProbeLocked(w *worker, err error) {
 	msg := fmt.Sprintf("health check failed %d times in a row: %v", w.fails, err)
 	switch {
 	case w.state == StateUp && w.fails >= f.cfg.UnhealthyThreshold:
-		w.kvCacheTokens, w.sizeTries = 0, 0 // read again when it is back: it may come back as another process
+		w.kvCacheTokens, w.kvBlockSize, w.sizeTries = 0, 0, 0 // read again when it is back: it may come back as another process
 		f.setStateLocked(w, StateDown, msg)
 		if !w.spec.External {
 			select {

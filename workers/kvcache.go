@@ -16,6 +16,15 @@ type CacheSizeReader struct {
 	// Parse returns the KV cache size in tokens (> 0) from the body, or an
 	// error saying why the body holds none.
 	Parse func(body []byte) (int64, error)
+	// BlockSize returns the engine's KV block size in tokens from the same
+	// body, 0 when it does not say; nil: never read.
+	BlockSize func(body []byte) int
+}
+
+// cacheSize is what a worker's engine reported of its KV cache.
+type cacheSize struct {
+	tokens    int64
+	blockSize int // 0: not reported
 }
 
 // cacheSizeTries bounds the reads of one worker process's cache size: an
@@ -35,10 +44,10 @@ func (f *Fleet) wantsCacheSizeLocked(w *worker) bool {
 
 // readCacheSize reads the KV cache size of the worker s; nothing when its
 // engine reports none.
-func (f *Fleet) readCacheSize(ctx context.Context, s *WorkerSpec) (int64, error) {
+func (f *Fleet) readCacheSize(ctx context.Context, s *WorkerSpec) (cacheSize, error) {
 	r := f.sizes(s.Engine)
 	if r.Path == "" {
-		return 0, nil
+		return cacheSize{}, nil
 	}
 	body, err := f.probe.get(ctx, s.URL+r.Path, maxCacheSizeBody)
 	var n int64
@@ -49,23 +58,28 @@ func (f *Fleet) readCacheSize(ctx context.Context, s *WorkerSpec) (int64, error)
 		err = fmt.Errorf("reported a KV cache of %d tokens", n)
 	}
 	if err != nil {
-		return 0, fmt.Errorf("KV cache size of %s: %w", s.Name, err)
+		return cacheSize{}, fmt.Errorf("KV cache size of %s: %w", s.Name, err)
 	}
-	return n, nil
+	size := cacheSize{tokens: n}
+	if r.BlockSize != nil {
+		size.blockSize = r.BlockSize(body)
+	}
+	return size, nil
 }
 
 // recordCacheSizeLocked keeps the outcome of one read of w's cache size
 // (nothing when its engine reports none); f.mu is held. The last failed
 // try is logged: the router then assumes its configured size for the
 // worker.
-func (f *Fleet) recordCacheSizeLocked(w *worker, tokens int64, err error) {
+func (f *Fleet) recordCacheSizeLocked(w *worker, size cacheSize, err error) {
 	if f.sizes(w.spec.Engine).Path == "" {
 		return
 	}
 	w.sizeTries++
 	if err == nil {
-		w.kvCacheTokens = tokens
-		f.log.Info("worker KV cache size read", zap.String("worker", w.spec.Name), zap.Int64("tokens", tokens))
+		w.kvCacheTokens, w.kvBlockSize = size.tokens, size.blockSize
+		f.log.Info("worker KV cache size read", zap.String("worker", w.spec.Name), zap.Int64("tokens", size.tokens),
+			zap.Int("block_size", size.blockSize))
 		return
 	}
 	if w.sizeTries == cacheSizeTries {

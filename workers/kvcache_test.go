@@ -19,7 +19,7 @@ import (
 // testSizes reads a worker's cache size as a decimal number at /cache-size.
 var testSizes = CacheSizeReader{Path: "/cache-size", Parse: func(b []byte) (int64, error) {
 	return strconv.ParseInt(string(b), 10, 64)
-}}
+}, BlockSize: func(b []byte) int { return len(b) }} // the body's length stands for a block size
 
 // anyEngine reads every engine's size with r.
 func anyEngine(r CacheSizeReader) func(string) CacheSizeReader {
@@ -82,6 +82,7 @@ func TestExternalWorkerComesUpWithItsCacheSize(t *testing.T) {
 	w := byName(f.Snapshot(), "ctx-0")
 	require.True(t, w.Healthy())
 	require.Equal(t, int64(4096), w.KVCacheTokens)
+	require.Equal(t, 4, w.KVBlockSize, "read from the same answer")
 	f.checkHealth(context.Background())
 	require.Equal(t, int64(1), srv.reads.Load(), "a known size is not read again")
 }

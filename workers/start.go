@@ -172,7 +172,7 @@ func (f *Fleet) abort(procs []*proc) {
 // checkExternal probes a pre-launched worker once and starts watching it.
 func (f *Fleet) checkExternal(ctx context.Context, w *worker) {
 	err := f.probe.check(ctx, w.spec.URL+w.spec.HealthPath)
-	var size int64
+	var size cacheSize
 	var sizeErr error
 	if err == nil {
 		size, sizeErr = f.readCacheSize(ctx, &w.spec)
@@ -203,7 +203,7 @@ func (f *Fleet) launch(ctx context.Context, w *worker, fresh bool) (*proc, error
 	f.setState(w, StateStarting, "", func() {
 		w.gen++
 		w.pid, w.fails, w.probing = p.pid, 0, false
-		w.kvCacheTokens, w.sizeTries = 0, 0
+		w.kvCacheTokens, w.kvBlockSize, w.sizeTries = 0, 0, 0
 	})
 	f.log.Info("worker launched", zap.String("worker", s.Name), zap.Int("pid", p.pid),
 		zap.Strings("argv", s.Argv), zap.String("log", s.LogPath))

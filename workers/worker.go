@@ -63,6 +63,9 @@ type Worker struct {
 	// KVCacheTokens is the KV cache size the worker's engine reported, in
 	// tokens (Options.CacheSize); 0 when it reported none.
 	KVCacheTokens int64
+	// KVBlockSize is the KV block size in tokens the worker's engine
+	// reported with its cache size; 0 when it reported none.
+	KVBlockSize int
 	// KVEvents and KVEventsReplay are where the worker publishes its KV
 	// cache events and its replay socket ("" when none).
 	KVEvents, KVEventsReplay string

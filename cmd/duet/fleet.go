@@ -25,11 +25,11 @@ func cacheSizeReaders(proto string) func(engine string) workers.CacheSizeReader 
 	var engineWay workers.CacheSizeReader
 	a, err := adapters.ByName(proto)
 	if r, ok := a.(protocol.CacheSizeReporter); err == nil && ok {
-		engineWay = workers.CacheSizeReader{Path: r.CacheSizePath(), Parse: r.ParseCacheSize}
+		engineWay = workers.CacheSizeReader{Path: r.CacheSizePath(), Parse: r.ParseCacheSize, BlockSize: r.ParseBlockSize}
 	}
 	simWay := engineWay
 	if simWay.Path == "" {
-		simWay = workers.CacheSizeReader{Path: sim.CacheSizePath, Parse: sim.ParseCacheSize}
+		simWay = workers.CacheSizeReader{Path: sim.CacheSizePath, Parse: sim.ParseCacheSize, BlockSize: sim.ParseBlockSize}
 	}
 	byEngine := map[string]workers.CacheSizeReader{workers.EngineSim: simWay, workers.EngineCommand: engineWay}
 	switch proto { // the engine that speaks the protocol
@@ -51,7 +51,7 @@ func members(ws []workers.Worker, protocol string) []router.Member {
 			continue
 		}
 		m := router.Member{ID: w.Name, URL: w.URL, Role: w.Role, Healthy: w.Healthy(), KVCacheTokens: w.KVCacheTokens,
-			KVEvents: w.KVEvents, KVEventsReplay: w.KVEventsReplay}
+			KVBlockSize: w.KVBlockSize, KVEvents: w.KVEvents, KVEventsReplay: w.KVEventsReplay}
 		if protocol == sglang.Name {
 			m.BootstrapPort = w.SidePort
 		}

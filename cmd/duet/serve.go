@@ -160,8 +160,12 @@ func logSignalChange(log *zap.Logger) func(*router.Endpoint, kvindex.Change) {
 	return func(ep *router.Endpoint, ch kvindex.Change) {
 		fields := []zap.Field{zap.String("worker", ep.ID), zap.String("from", string(ch.From)), zap.String("to", string(ch.To)),
 			zap.String("reason", ch.Reason)}
-		if ch.To == kvindex.StateFallback {
+		switch {
+		case ch.To == kvindex.StateFallback && ch.From != ch.To:
 			log.Warn("cache signal: falling back to the estimate", fields...)
+			return
+		case ch.From == ch.To: // the worker reported a block size other than tokens_per_block
+			log.Warn("worker's KV blocks are not router.tokens_per_block: its cache is estimated at duet's block size", fields...)
 			return
 		}
 		log.Info("cache signal changed", fields...)

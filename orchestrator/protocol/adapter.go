@@ -132,4 +132,7 @@ type CacheSizeReporter interface {
 	// from the 200 body of that GET, or an error saying why the body holds
 	// none.
 	ParseCacheSize(body []byte) (int64, error)
+	// ParseBlockSize returns the engine's KV block size in tokens from the
+	// same body, 0 when the body does not say.
+	ParseBlockSize(body []byte) int
 }

@@ -30,6 +30,9 @@ type Cache struct {
 	estimate *blockLRU
 	events   *eventBlocks // nil: the worker publishes no events
 	dog      watchdog
+	// mismatch says why the worker's blocks are not the cache's ("" when
+	// they are): its events are never trusted.
+	mismatch string
 }
 
 // NewCache returns an empty cache of a worker holding capacityBlocks

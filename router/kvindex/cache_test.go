@@ -196,3 +196,23 @@ func ExampleCache() {
 	fmt.Println(c.Match(prompt).Blocks())
 	// Output: 2
 }
+
+func TestReportedBlockSizeMismatch(t *testing.T) {
+	estimateOnly := NewCache(32, 100)
+	ch := estimateOnly.BlockSizeMismatch(16)
+	require.Equal(t, Change{From: StateEstimate, To: StateEstimate, Reason: "its KV block size is 16 tokens, router.tokens_per_block is 32"}, ch)
+	state, why := estimateOnly.State()
+	require.Equal(t, StateEstimate, state)
+	require.Equal(t, ch.Reason, why)
+
+	withEvents := NewCache(32, 100)
+	withEvents.AttachEvents()
+	require.Equal(t, StateFallback, withEvents.BlockSizeMismatch(64).To)
+	toks := seq(64, 0)
+	hashes := tokenizer.BlockHashes(toks, 32)
+	p := withEvents.Match(hashes)
+	for range 2 * watchWindow { // agreeing reports never promote events of the wrong block size
+		withEvents.Observe(p, len(toks), 0)
+	}
+	require.Equal(t, StateFallback, mustState(withEvents))
+}

@@ -71,7 +71,7 @@ func (c *Cache) Stored(s Stored) Change {
 	from := c.state()
 	switch {
 	case s.BlockSize != c.blockSize:
-		c.loseEvents(fmt.Sprintf("its KV block size is %d tokens, router.tokens_per_block is %d", s.BlockSize, c.blockSize))
+		c.loseEvents(blockSizeReason(s.BlockSize, c.blockSize))
 	case len(s.Tokens) != len(s.Hashes)*s.BlockSize:
 		c.loseEvents(fmt.Sprintf("a stored-blocks event holds %d tokens for %d blocks of %d", len(s.Tokens), len(s.Hashes), s.BlockSize))
 	default:
@@ -101,6 +101,26 @@ func (c *Cache) store(s Stored) {
 		e.duetOf[s.Hashes[i]] = h
 		e.held[h]++
 	}
+}
+
+// BlockSizeMismatch says the worker reported KV blocks of blockSize tokens,
+// not the cache's: its events cannot be matched to duet's blocks and are not
+// used (the estimate still approximates its cache at duet's block size).
+// It returns the change, with the reason set even when the state stays
+// (a worker without events), for the caller to say so once.
+func (c *Cache) BlockSizeMismatch(blockSize int) Change {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	from := c.state()
+	c.mismatch = blockSizeReason(blockSize, c.blockSize)
+	if c.events != nil {
+		c.loseEvents(c.mismatch)
+	}
+	return Change{From: from, To: c.state(), Reason: c.mismatch}
+}
+
+func blockSizeReason(worker, router int) string {
+	return fmt.Sprintf("its KV block size is %d tokens, router.tokens_per_block is %d", worker, router)
 }
 
 // Removed applies a BlockRemoved event; unknown hashes are ignored.

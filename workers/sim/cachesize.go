@@ -47,6 +47,27 @@ func ParseCacheSize(page []byte) (int64, error) {
 	return 0, errors.New("no " + capacityTokensMetric + " (not a duet sim?)")
 }
 
+// blockSizeMetric is the simulator's own gauge of its KV block size.
+const blockSizeMetric = "duet_sim_kv_block_size"
+
+// ParseBlockSize reads the KV block size, in tokens, from the simulator's
+// metrics page; 0 when it has none.
+func ParseBlockSize(page []byte) int {
+	for line := range bytes.Lines(page) {
+		rest, ok := bytes.CutPrefix(line, []byte(blockSizeMetric+"{"))
+		if !ok {
+			continue
+		}
+		_, value, _ := bytes.Cut(rest, []byte("} "))
+		n, err := strconv.ParseFloat(string(bytes.TrimSpace(value)), 64)
+		if err != nil || !(n >= 1 && n <= 1<<16) {
+			return 0
+		}
+		return int(n)
+	}
+	return 0
+}
+
 // writeCacheConfigInfo writes vLLM's vllm:cache_config_info series: a gauge
 // of 1 whose labels are the cache config's fields rendered by Python's
 // str(), as vLLM V1 does (vllm/v1/metrics/loggers.py, log_metrics_info,

@@ -49,3 +49,9 @@ func TestParseCacheSizeNeedsTheSimGauge(t *testing.T) {
 	_, err = ParseCacheSize([]byte("duet_sim_kv_capacity_tokens{model_name=\"m\"} NaN\n"))
 	require.ErrorContains(t, err, "unusable value")
 }
+
+func TestParseBlockSizeReadsTheSimGauge(t *testing.T) {
+	require.Equal(t, 16, ParseBlockSize([]byte("duet_sim_kv_block_size{model_name=\"m\"} 16\n")))
+	require.Zero(t, ParseBlockSize([]byte("duet_sim_kv_capacity_tokens{model_name=\"m\"} 100\n")))
+	require.Zero(t, ParseBlockSize([]byte("duet_sim_kv_block_size{model_name=\"m\"} NaN\n")))
+}

@@ -67,8 +67,8 @@ func (m *metrics) addDuration(c *atomic.Uint64, d time.Duration) {
 }
 
 // write renders the exposition for st, for a worker serving model with a
-// KV cache of cacheTokens.
-func (m *metrics) write(w io.Writer, model string, cacheTokens int64, st schedStats) {
+// KV cache of cacheTokens in blocks of blockSize tokens.
+func (m *metrics) write(w io.Writer, model string, cacheTokens int64, blockSize int, st schedStats) {
 	e := expo{w: w, labels: `model_name="` + escapeLabel(model) + `"`}
 	e.gauge("vllm:num_requests_running", "Number of requests in model execution batches.", float64(st.Running))
 	e.gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.", float64(st.Waiting))
@@ -87,6 +87,7 @@ func (m *metrics) write(w io.Writer, model string, cacheTokens int64, st schedSt
 	}
 	e.gauge("duet_sim_kv_capacity_blocks", "KV cache capacity in blocks.", float64(st.KV.Capacity))
 	e.gauge(capacityTokensMetric, "KV cache capacity in tokens.", float64(cacheTokens))
+	e.gauge(blockSizeMetric, "KV cache block size in tokens.", float64(blockSize))
 	e.gauge("duet_sim_kv_pins", "Context-side KV handles waiting to be pulled.", float64(st.Pins))
 	e.counter("duet_sim_kv_pins_expired_total", "KV handles that expired before a pull.", m.pinsExpired.Load())
 	e.counter("duet_sim_kv_pulls_total", "KV handles pulled by generation workers.", m.pulls.Load())

@@ -351,7 +351,7 @@ func (s *Server) handleResetPrefixCache(ctx *fasthttp.RequestCtx) {
 
 func (s *Server) handleMetrics(ctx *fasthttp.RequestCtx) {
 	ctx.SetContentType("text/plain; version=0.0.4; charset=utf-8")
-	s.metrics.write(ctx, s.cfg.Model, s.cfg.cacheTokens(), s.sched.stats())
+	s.metrics.write(ctx, s.cfg.Model, s.cfg.cacheTokens(), s.cfg.BlockSize, s.sched.stats())
 	writeKVEventMetrics(ctx, s.cfg.Model, s.kvEvents)
 	if s.cfg.Protocol == ProtocolVLLM {
 		writeCacheConfigInfo(ctx, s.cfg)

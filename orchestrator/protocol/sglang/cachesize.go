@@ -19,8 +19,11 @@ import (
 // max_total_tokens is only a command-line cap and is not read.
 type serverInfo struct {
 	MaxTotalNumTokens *int64 `json:"max_total_num_tokens"`
-	DPSize            *int64 `json:"dp_size"`
-	InternalStates    []struct {
+	// PageSize is the server argument page_size: tokens per KV page
+	// (python/sglang/srt/server_args.py, default 1).
+	PageSize       *int64 `json:"page_size"`
+	DPSize         *int64 `json:"dp_size"`
+	InternalStates []struct {
 		MemoryUsage *struct {
 			TokenCapacity *int64 `json:"token_capacity"`
 		} `json:"memory_usage"`
@@ -55,6 +58,16 @@ func (*Adapter) ParseCacheSize(body []byte) (int64, error) {
 		return 0, fmt.Errorf("server info has max_total_num_tokens %d", perRank)
 	}
 	return perRank * ranks, nil
+}
+
+// ParseBlockSize reads the server's KV page size (page_size), 0 when the
+// body has none.
+func (*Adapter) ParseBlockSize(body []byte) int {
+	var info serverInfo
+	if json.Unmarshal(body, &info) != nil || info.PageSize == nil || *info.PageSize < 1 || *info.PageSize > 1<<16 {
+		return 0
+	}
+	return int(*info.PageSize)
 }
 
 // rankCapacities sums the ranks' token capacities; 0 unless every rank

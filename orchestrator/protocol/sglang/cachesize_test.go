@@ -54,3 +54,14 @@ func TestParseCacheSizeFallsBackWhenARankHasNoCapacity(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, int64(2000), got)
 }
+
+func TestParseBlockSizeReadsThePageSize(t *testing.T) {
+	for file, want := range map[string]int{"dp2-memory.json": 16, "dp2-no-memory.json": 1, "v0.4.json": 0} {
+		body, err := os.ReadFile(filepath.Join("testdata", "server_info", file))
+		require.NoError(t, err)
+		require.Equal(t, want, sglang.New().ParseBlockSize(body), file)
+	}
+	for _, body := range []string{"", "[]", `{"page_size":0}`, `{"page_size":"16"}`, `{"page_size":1e9}`} {
+		require.Zero(t, sglang.New().ParseBlockSize([]byte(body)), body)
+	}
+}

@@ -52,6 +52,21 @@ func (*Adapter) ParseCacheSize(page []byte) (int64, error) {
 	return 0, fmt.Errorf("%s has no usable num_gpu_blocks and block_size (num_gpu_blocks=%q)", cacheInfoMetric, series[0]["num_gpu_blocks"])
 }
 
+// ParseBlockSize reads the engine's KV block size (the block_size label),
+// 0 when the page has none.
+func (*Adapter) ParseBlockSize(page []byte) int {
+	series, _ := cacheInfoSeries(page)
+	for _, labels := range series {
+		if n, ok := positive(labels["block_size"]); ok && n <= maxBlockSize {
+			return int(n)
+		}
+	}
+	return 0
+}
+
+// maxBlockSize bounds a believable KV block size, in tokens.
+const maxBlockSize = 1 << 16
+
 // perEngineTokens sums kv_cache_size_tokens over the distinct engines; 0
 // when no series has a usable value.
 func perEngineTokens(series []map[string]string) int64 {

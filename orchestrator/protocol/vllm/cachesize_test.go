@@ -88,3 +88,14 @@ func FuzzParseCacheSize(f *testing.F) {
 		}
 	})
 }
+
+func TestParseBlockSize(t *testing.T) {
+	for file, want := range map[string]int{"v0.txt": 16, "v1-dp2.txt": 16, "v1-tokens-dp2.txt": 64, "v1-none.txt": 16} {
+		page, err := os.ReadFile(filepath.Join("testdata", "metrics", file))
+		require.NoError(t, err)
+		require.Equal(t, want, vllm.New().ParseBlockSize(page), file)
+	}
+	for _, page := range []string{"", "vllm:cache_config_info{block_size=\"None\"} 1\n", "vllm:cache_config_info{block_size=\"-3\"} 1\n"} {
+		require.Zero(t, vllm.New().ParseBlockSize([]byte(page)), page)
+	}
+}

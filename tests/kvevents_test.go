@@ -257,5 +257,5 @@ func TestBlockSizeMismatchIsReportedWithoutEvents(t *testing.T) {
 	for _, w := range d.cluster(t).Workers {
 		require.Equal(t, 16, w.KVBlockSize, w.ID)
 	}
-	require.Contains(t, d.proc.output(), "worker's KV blocks are not router.tokens_per_block")
+	require.Contains(t, d.proc.output(), "worker's KV blocks are finer than router.tokens_per_block")
 }

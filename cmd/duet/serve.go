@@ -137,7 +137,7 @@ func buildFrontend(cfg Config, log, access *zap.Logger, tok *tokenizer.Tokenizer
 	if err != nil {
 		return nil, nil, err
 	}
-	rt.OnSignalChange(logSignalChange(log.Named("router")))
+	rt.OnSignalChange(logSignalChange(log.Named("router"), cfg.Router.TokensPerBlock))
 	if a.shared != nil {
 		rt.ShareState(a.shared)
 	}
@@ -153,10 +153,17 @@ func buildFrontend(cfg Config, log, access *zap.Logger, tok *tokenizer.Tokenizer
 	return srv, rt, err
 }
 
+// finerBlocks reports whether ep's KV blocks divide tokensPerBlock: the
+// engine then caches every block duet hashes.
+func finerBlocks(ep *router.Endpoint, tokensPerBlock int) bool {
+	bs := ep.KVBlockSize()
+	return bs > 0 && tokensPerBlock%bs == 0
+}
+
 // logSignalChange logs each change of a worker's cache signal once: a
 // fallback from its KV events to the estimate as a warning, the rest as
 // information.
-func logSignalChange(log *zap.Logger) func(*router.Endpoint, kvindex.Change) {
+func logSignalChange(log *zap.Logger, tokensPerBlock int) func(*router.Endpoint, kvindex.Change) {
 	return func(ep *router.Endpoint, ch kvindex.Change) {
 		fields := []zap.Field{zap.String("worker", ep.ID), zap.String("from", string(ch.From)), zap.String("to", string(ch.To)),
 			zap.String("reason", ch.Reason)}
@@ -164,8 +171,11 @@ func logSignalChange(log *zap.Logger) func(*router.Endpoint, kvindex.Change) {
 		case ch.To == kvindex.StateFallback && ch.From != ch.To:
 			log.Warn("cache signal: falling back to the estimate", fields...)
 			return
+		case ch.From == ch.To && finerBlocks(ep, tokensPerBlock):
+			log.Info("worker's KV blocks are finer than router.tokens_per_block: its events cannot be matched, the estimate is unaffected", fields...)
+			return
 		case ch.From == ch.To: // the worker reported a block size other than tokens_per_block
-			log.Warn("worker's KV blocks are not router.tokens_per_block: its cache is estimated at duet's block size", fields...)
+			log.Warn("worker's KV blocks are not router.tokens_per_block: its cache is estimated at duet's block size, which it does not cache by", fields...)
 			return
 		}
 		log.Info("cache signal changed", fields...)

@@ -49,16 +49,6 @@ func request(key string, toks []int) *Request {
 	return &Request{SessionKey: key, Tokens: toks, Hashes: tokenizer.BlockHashes(toks, 32), MaxTokens: 16}
 }
 
-// serve routes rq and completes both phases successfully.
-func serve(t *testing.T, r *Router, rq *Request) *Pair {
-	t.Helper()
-	p, err := r.Route(rq)
-	require.NoError(t, err)
-	p.ContextDone(true, -1)
-	p.End(Outcome{GenRan: true})
-	return p
-}
-
 func requireIdle(t *testing.T, r *Router) {
 	t.Helper()
 	for _, ep := range r.Pool().All() {
@@ -86,7 +76,7 @@ func TestCostModelPlacesColdPromptsByBacklogAndRotatesTies(t *testing.T) {
 func TestCostModelRoutesWhereThePrefixIsCached(t *testing.T) {
 	r, _ := costRouter(t, PolicyKVAware, 4, 2, nil)
 	doc := seq(4000, 0)
-	first := serve(t, r, request("", append(doc, 1, 2, 3)))
+	first := route(t, r, request("", append(doc, 1, 2, 3)))
 	for i := range 8 {
 		p, err := r.Route(request("", append(append([]int{}, doc...), seq(50, 100_000+i*50)...)))
 		require.NoError(t, err)
@@ -102,7 +92,7 @@ func TestCostModelRoutesWhereThePrefixIsCached(t *testing.T) {
 func TestCostModelLeavesACachedWorkerWhoseBacklogCostsMore(t *testing.T) {
 	r, _ := costRouter(t, PolicyKVAware, 2, 2, func(c *Config) { c.LoadWeight = 1 }) // a queued token costs a computed one
 	doc := seq(3200, 0)
-	first := serve(t, r, request("", append(doc, 1)))
+	first := route(t, r, request("", append(doc, 1)))
 	home := first.Ctx.Endpoint()
 	backlog := home.Acquire(3000) // less than the 3200 cached tokens: stay
 	p, _ := r.Route(request("", append(append([]int{}, doc...), 7, 8)))
@@ -119,7 +109,7 @@ func TestCostModelLeavesACachedWorkerWhoseBacklogCostsMore(t *testing.T) {
 
 func TestCostModelSessionPinIsAPriorWithHysteresis(t *testing.T) {
 	r, _ := costRouter(t, PolicyConversation, 2, 2, func(c *Config) { c.StickinessTokens, c.LoadWeight = 500, 1 })
-	first := serve(t, r, request("chat", seq(20, 0))) // shorter than a block: nothing cached anywhere
+	first := route(t, r, request("chat", seq(20, 0))) // shorter than a block: nothing cached anywhere
 	home := first.Ctx.Endpoint()
 	require.Equal(t, 1, r.Sessions())
 	backlog := home.Acquire(400) // within the pin's weight
@@ -162,7 +152,7 @@ func TestCostModelFailedRequestCreatesNoSession(t *testing.T) {
 func TestWorkerBackAtANewURLIsCold(t *testing.T) {
 	r, _ := costRouter(t, PolicyConversation, 2, 2, nil)
 	doc := seq(3200, 0)
-	first := serve(t, r, request("s1", append(doc, 1)))
+	first := route(t, r, request("s1", append(doc, 1)))
 	home := first.Ctx.Endpoint()
 	var ms []Member
 	for _, ep := range r.Pool().All() {
@@ -233,7 +223,7 @@ func TestPairEventsRefundExactlyOnce(t *testing.T) {
 
 func TestGenLegAvoidsAnOccupiedPinnedWorker(t *testing.T) {
 	r, _ := costRouter(t, PolicyConversation, 1, 3, nil)
-	first := serve(t, r, request("chat", seq(100, 0)))
+	first := route(t, r, request("chat", seq(100, 0)))
 	gen := first.Gen.Endpoint()
 	heavy := gen.Acquire(100_000)
 	p, _ := r.Route(request("chat", seq(120, 0)))
@@ -245,12 +235,12 @@ func TestGenLegAvoidsAnOccupiedPinnedWorker(t *testing.T) {
 
 func TestSessionsExpireAndForgetRemovedWorkers(t *testing.T) {
 	r, c := costRouter(t, PolicyConversation, 2, 2, func(cfg *Config) { cfg.SessionTTL = time.Minute })
-	serve(t, r, request("a", seq(10, 0)))
-	serve(t, r, request("b", seq(10, 50)))
+	route(t, r, request("a", seq(10, 0)))
+	route(t, r, request("b", seq(10, 50)))
 	require.Equal(t, 2, r.Sessions())
 	c.add(2 * time.Minute)
 	require.Zero(t, r.Sessions())
-	p := serve(t, r, request("a", seq(10, 0)))
+	p := route(t, r, request("a", seq(10, 0)))
 	var ms []Member
 	for _, ep := range r.Pool().All() {
 		if ep != p.Ctx.Endpoint() {

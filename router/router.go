@@ -74,6 +74,9 @@ type Pair struct {
 	// of its own (DetachContext).
 	mu                      sync.Mutex
 	ctxOver, detached, done bool
+	// ctxUnshared is true when the context phase ran and the other
+	// replicas were not told yet (End tells them with the gen worker's).
+	ctxUnshared bool
 }
 
 // Same reports whether both phases landed on one worker.
@@ -96,15 +99,21 @@ func (p *Pair) DetachContext() {
 // safe from any goroutine.
 func (p *Pair) ContextDone(ran bool, reportedCached int) {
 	p.mu.Lock()
-	over := p.ctxOver
-	p.ctxOver = true
+	over, ended := p.ctxOver, p.done
+	if !over {
+		p.ctxOver, p.ctxUnshared = true, ran && !ended
+	}
 	p.mu.Unlock()
 	if over {
 		return
 	}
 	p.Ctx.Release()
-	if ran {
-		p.router.learnContext(p.Ctx.Endpoint(), p.hashes, p.ctxPred, p.promptTokens, reportedCached)
+	if !ran {
+		return
+	}
+	p.router.learnContext(p.Ctx.Endpoint(), p.hashes, p.ctxPred, p.promptTokens, reportedCached)
+	if ended { // a detached leg that ended after the request: tell the others now
+		p.router.share(p.hashes, p.Ctx.Endpoint())
 	}
 }
 
@@ -135,13 +144,18 @@ func (p *Pair) End(o Outcome) {
 		p.ContextDone(false, -1)
 	}
 	p.Gen.Release()
-	if !o.GenRan {
-		return
+	var learned []*Endpoint
+	p.mu.Lock()
+	if p.ctxUnshared {
+		learned, p.ctxUnshared = append(learned, p.Ctx.Endpoint()), false
 	}
-	if !p.Same() {
-		p.router.learn(p.Gen.Endpoint(), p.hashes)
+	p.mu.Unlock()
+	if o.GenRan && !p.Same() {
+		p.router.Cache(p.Gen.Endpoint()).Sent(p.hashes)
+		learned = append(learned, p.Gen.Endpoint())
 	}
-	if c := p.router.cost; c != nil {
+	p.router.share(p.hashes, learned...)
+	if c := p.router.cost; o.GenRan && c != nil {
 		c.succeeded(p.Session, p.Ctx.Endpoint().ID, p.Gen.Endpoint().ID)
 	}
 }
@@ -199,21 +213,26 @@ func (r *Router) ShareState(s SharedState) {
 	s.OnLearned(r.learnedElsewhere)
 }
 
-// learn records that ep now holds blocks hashes (this replica's request
-// left them there), in its cache index and, with shared state, in the
-// other replicas'.
-func (r *Router) learn(ep *Endpoint, hashes []uint64) {
-	r.Cache(ep).Sent(hashes)
-	if r.shared != nil && len(hashes) > 0 {
-		r.shared.Learned(ep.Identity(), hashes)
+// share tells the other replicas, with shared state, that eps now hold
+// blocks hashes (this replica's request left them there): one message.
+func (r *Router) share(hashes []uint64, eps ...*Endpoint) {
+	if r.shared == nil || len(hashes) == 0 || len(eps) == 0 {
+		return
 	}
+	ids := make([]string, len(eps))
+	for i, ep := range eps {
+		ids[i] = ep.Identity()
+	}
+	r.shared.Learned(ids, hashes)
 }
 
 // learnedElsewhere applies what another replica's request left on the
-// worker with this identity.
-func (r *Router) learnedElsewhere(identity string, hashes []uint64) {
-	if ep := r.pool.ByIdentity(identity); ep != nil {
-		r.Cache(ep).Sent(hashes)
+// workers with these identities.
+func (r *Router) learnedElsewhere(identities []string, hashes []uint64) {
+	for _, id := range identities {
+		if ep := r.pool.ByIdentity(id); ep != nil {
+			r.Cache(ep).Sent(hashes)
+		}
 	}
 }
 
@@ -260,8 +279,9 @@ func (r *Router) SignalChanged(ep *Endpoint, ch kvindex.Change) {
 // learnContext books a context phase that ran on ep: it now holds the
 // prompt, and the watchdog checks what the index expected of it.
 func (r *Router) learnContext(ep *Endpoint, hashes []uint64, pred kvindex.Prediction, promptTokens, reported int) {
-	r.SignalChanged(ep, r.Cache(ep).Observe(pred, promptTokens, reported))
-	r.learn(ep, hashes)
+	c := r.Cache(ep)
+	r.SignalChanged(ep, c.Observe(pred, promptTokens, reported))
+	c.Sent(hashes)
 }
 
 // Pool returns the router's pool.

@@ -22,15 +22,16 @@ type SharedState interface {
 	// Save records a session's state. It may return before the store has
 	// it, and drops it while the store is down.
 	Save(rec SessionRecord)
-	// Learned tells the other replicas that the worker with this identity
-	// now holds these blocks (this replica's request left them there), so
-	// that their cache index estimates follow every replica's traffic. It
-	// may return before they know, and drops it while the store is down.
-	Learned(identity string, hashes []uint64)
+	// Learned tells the other replicas that the workers with these
+	// identities now hold these blocks (this replica's request left them
+	// there: its ctx and gen workers, one message a request), so that their
+	// cache index estimates follow every replica's traffic. It may return
+	// before they know, and drops it while the store is down.
+	Learned(identities []string, hashes []uint64)
 	// OnLearned registers fn to be told what the other replicas learned
 	// (their Learned calls), from one goroutine, in order. Register before
 	// the first Find; fn must not block.
-	OnLearned(fn func(identity string, hashes []uint64))
+	OnLearned(fn func(identities []string, hashes []uint64))
 }
 
 // ErrStoreDown is what SharedState.Find returns while the store is known to

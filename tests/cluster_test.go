@@ -120,11 +120,35 @@ func TestClusterSessionsKeepTheirPairAcrossReplicas(t *testing.T) {
 	}
 }
 
+// turnsLearned is turns, sending each turn once the replica that gets it
+// has learned where the previous one left its prompt (the replicas tell
+// each other when a request ends; a user answers later than that).
+func (c *cluster) turnsLearned(t *testing.T, topic string, n int) []chatTurn {
+	t.Helper()
+	msgs := []message{{Role: "system", Content: systemPrompt}}
+	var out []chatTurn
+	for i := 0; i < n; i++ {
+		d, next := c.replicas[i%len(c.replicas)], c.replicas[(i+1)%len(c.replicas)]
+		before := map[string]int{}
+		for _, w := range next.cluster(t).Workers {
+			before[w.ID] = w.IndexedBlocks
+		}
+		msgs = append(msgs, message{Role: "user", Content: fmt.Sprintf("Tell me about %s, part %d, in some detail please.", topic, i)})
+		turn := converse(t, d, msgs)
+		require.Equal(t, http.StatusOK, turn.status, "turn %d of %s", i, topic)
+		msgs = append(msgs, message{Role: "assistant", Content: turn.reply})
+		out = append(out, turn)
+		require.Eventually(t, func() bool { return next.indexed(t, turn.ctx) > before[turn.ctx] }, 10*time.Second, 5*time.Millisecond,
+			"turn %d of %s reaches the next replica", i, topic)
+	}
+	return out
+}
+
 func TestClusterContinuationWithoutIDAcrossReplicas(t *testing.T) {
 	c := startCluster(t, 3, 2, 2, false)
 	for s := 0; s < 4; s++ {
 		topic := fmt.Sprint("mountain ", s)
-		turns := c.turns(t, topic, 5) // no id: duet mints one on turn 0
+		turns := c.turnsLearned(t, topic, 5) // no id: duet mints one on turn 0
 		require.NotEmpty(t, turns[0].session)
 		for i, turn := range turns[1:] {
 			require.Equal(t, "cached", turn.route, "%s turn %d: a replica that never saw the previous turn knows where it is cached", topic, i+1)

@@ -30,9 +30,12 @@ type Cache struct {
 	estimate *blockLRU
 	events   *eventBlocks // nil: the worker publishes no events
 	dog      watchdog
-	// mismatch says why the worker's blocks are not the cache's ("" when
-	// they are): its events are never trusted.
-	mismatch string
+	// blockNote says how the worker's blocks differ from the cache's (""
+	// when they do not, or it reported none); mismatch is true when they
+	// cannot be named by the cache's (neither size divides the other): its
+	// events are then never trusted.
+	blockNote string
+	mismatch  bool
 }
 
 // NewCache returns an empty cache of a worker holding capacityBlocks

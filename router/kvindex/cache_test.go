@@ -82,8 +82,8 @@ func TestEventsAreNamedByDuetHashes(t *testing.T) {
 func TestBlockSizeMismatchFallsBack(t *testing.T) {
 	c := NewCache(32, 100)
 	c.AttachEvents()
-	ch := c.Stored(stored(seq(32, 0), 0, 2, 16))
-	require.Equal(t, Change{From: StateEvents, To: StateFallback, Reason: "its KV block size is 16 tokens, router.tokens_per_block is 32"}, ch)
+	ch := c.Stored(stored(seq(48, 0), 0, 2, 24))
+	require.Equal(t, Change{From: StateEvents, To: StateFallback, Reason: "its KV block size is 24 tokens, router.tokens_per_block is 32"}, ch)
 	require.False(t, c.Match(tokenizer.BlockHashes(seq(64, 0), 32)).FromEvents)
 }
 
@@ -205,9 +205,13 @@ func TestReportedBlockSizeMismatch(t *testing.T) {
 	require.Equal(t, StateEstimate, state)
 	require.Equal(t, ch.Reason, why)
 
+	fits := NewCache(32, 100)
+	fits.AttachEvents()
+	require.Equal(t, StateEvents, fits.BlockSizeMismatch(64).To, "64-token blocks are two of duet's each")
+
 	withEvents := NewCache(32, 100)
 	withEvents.AttachEvents()
-	require.Equal(t, StateFallback, withEvents.BlockSizeMismatch(64).To)
+	require.Equal(t, StateFallback, withEvents.BlockSizeMismatch(48).To)
 	toks := seq(64, 0)
 	hashes := tokenizer.BlockHashes(toks, 32)
 	p := withEvents.Match(hashes)
@@ -215,4 +219,38 @@ func TestReportedBlockSizeMismatch(t *testing.T) {
 		withEvents.Observe(p, len(toks), 0)
 	}
 	require.Equal(t, StateFallback, mustState(withEvents))
+}
+
+// Engine blocks that divide duet's, or that duet's divide, are named by
+// duet's blocks: an engine block completes the duet blocks whose last token
+// it holds, and removing it removes them.
+func TestEventsOfOtherFittingBlockSizes(t *testing.T) {
+	toks := seq(96, 3)
+	hashes := tokenizer.BlockHashes(toks, 8) // 12 duet blocks of 8
+	for _, tc := range []struct {
+		name          string
+		engine        int
+		removeTail    int // engine blocks removed from the end
+		wantAfterTail int
+	}{
+		{"finer: 4-token engine blocks", 4, 3, 10},     // 24 engine blocks; removing 3 leaves 84 tokens: 10 duet blocks
+		{"coarser: 16-token engine blocks", 16, 1, 10}, // 6 engine blocks; removing 1 leaves 80 tokens
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := NewCache(8, 1000)
+			c.AttachEvents()
+			n := len(toks) / tc.engine
+			// Stored in three events, each chained onto the last.
+			for _, r := range [][2]int{{0, 1}, {1, n / 2}, {n / 2, n}} {
+				require.False(t, c.Stored(stored(toks, r[0], r[1], tc.engine)).Changed())
+			}
+			require.Equal(t, 12, c.Match(hashes).Events)
+			var tail []uint64
+			for i := n - tc.removeTail; i < n; i++ {
+				tail = append(tail, uint64(1000+i)^0xabcdef)
+			}
+			c.Removed(tail)
+			require.Equal(t, tc.wantAfterTail, c.Match(hashes).Events)
+		})
+	}
 }

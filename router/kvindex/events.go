@@ -23,26 +23,46 @@ type Stored struct {
 
 // eventBlocks is the events view: the blocks the engine says it holds.
 // Engines name blocks by hashes of their own, so each stored block is named
-// again by duet's chained hash of its tokens, chained onto its parent's.
-// Its Cache guards it.
+// again by duet's chained hashes of its tokens, chained onto its parent's.
+// An engine's blocks may be another size than duet's when one divides the
+// other (vLLM's 16 against duet's 32, say): an engine block then completes
+// the duet blocks whose last token it holds, carrying the tokens of a duet
+// block it only starts to its children. Its Cache guards it.
 type eventBlocks struct {
-	// duetOf maps an engine hash to duet's hash of the same block.
-	duetOf map[uint64]uint64
-	// held counts, per duet hash, the engine blocks that hold it (one per
-	// medium a block may be stored in).
+	// byEngine maps an engine hash to what that block holds in duet's terms.
+	byEngine map[uint64]engineBlock
+	// held counts, per duet hash, the engine blocks that complete it (one
+	// per medium a block may be stored in).
 	held map[uint64]int32
-	// limit bounds duetOf: an engine cannot hold more blocks than its
+	// limit bounds byEngine: an engine cannot hold more blocks than its
 	// cache, so a stream that claims more is broken.
 	limit int
 }
 
+// engineBlock is one engine block in duet's terms.
+type engineBlock struct {
+	// completes are the duet blocks whose last token this block holds.
+	completes []uint64
+	// tip is duet's chained hash of the last complete duet block up to and
+	// including this block (0: none yet), and carry the tokens after it
+	// (fewer than a duet block): where a child's duet blocks start.
+	tip   uint64
+	carry []int
+}
+
 func newEventBlocks(capacity int) *eventBlocks {
-	return &eventBlocks{duetOf: map[uint64]uint64{}, held: map[uint64]int32{}, limit: 2*capacity + 1024}
+	return &eventBlocks{byEngine: map[uint64]engineBlock{}, held: map[uint64]int32{}, limit: 2*capacity + 1024}
 }
 
 func (e *eventBlocks) has(h uint64) bool { return e.held[h] > 0 }
 
 func (e *eventBlocks) len() int { return len(e.held) }
+
+// blockSizesFit reports whether an engine's blocks of engine tokens can be
+// named by duet's of duet tokens: one size divides the other.
+func blockSizesFit(engine, duet int) bool {
+	return engine > 0 && (duet%engine == 0 || engine%duet == 0)
+}
 
 // AttachEvents starts the events view: the worker publishes KV events, and
 // Match reads them while the watchdog trusts them. It starts empty and
@@ -56,10 +76,10 @@ func (c *Cache) AttachEvents() {
 	}
 }
 
-// Stored applies a BlockStored event. A block size other than the
-// cache's, tokens that do not fill the blocks, or more blocks than the
-// engine's cache can hold demote the events (the returned Change says
-// so). A block whose parent the view does not know is skipped: its duet
+// Stored applies a BlockStored event. A block size that neither divides
+// nor is a multiple of the cache's, tokens that do not fill the blocks, or
+// more blocks than the engine's cache can hold demote the events (the
+// returned Change says so). A block whose parent the view does not know is skipped: its duet
 // hash cannot be computed (its parent's event was lost; the watchdog sees
 // the effect).
 func (c *Cache) Stored(s Stored) Change {
@@ -70,7 +90,7 @@ func (c *Cache) Stored(s Stored) Change {
 	}
 	from := c.state()
 	switch {
-	case s.BlockSize != c.blockSize:
+	case !blockSizesFit(s.BlockSize, c.blockSize):
 		c.loseEvents(blockSizeReason(s.BlockSize, c.blockSize))
 	case len(s.Tokens) != len(s.Hashes)*s.BlockSize:
 		c.loseEvents(fmt.Sprintf("a stored-blocks event holds %d tokens for %d blocks of %d", len(s.Tokens), len(s.Hashes), s.BlockSize))
@@ -82,41 +102,67 @@ func (c *Cache) Stored(s Stored) Change {
 
 func (c *Cache) store(s Stored) {
 	e := c.events
-	var parent uint64
+	var at engineBlock // where the first block starts: the sequence's start without a parent
 	if s.HasParent {
-		p, ok := e.duetOf[s.Parent]
+		parent, ok := e.byEngine[s.Parent]
 		if !ok {
 			return
 		}
-		parent = p
+		at = parent
 	}
-	for i, h := range tokenizer.ChainBlockHashes(parent, s.Tokens, s.BlockSize) {
-		if _, dup := e.duetOf[s.Hashes[i]]; dup {
+	for i, eh := range s.Hashes {
+		block := s.Tokens[i*s.BlockSize : (i+1)*s.BlockSize]
+		if known, dup := e.byEngine[eh]; dup {
+			at = known
 			continue
 		}
-		if len(e.duetOf) >= e.limit {
+		if len(e.byEngine) >= e.limit {
 			c.loseEvents(fmt.Sprintf("its KV events claim more than %d blocks, beyond its cache of %d", e.limit, c.capacity))
 			return
 		}
-		e.duetOf[s.Hashes[i]] = h
-		e.held[h]++
+		at = e.chain(at, block, c.blockSize)
+		e.byEngine[eh] = at
+		for _, h := range at.completes {
+			e.held[h]++
+		}
 	}
 }
 
+// chain returns the engine block holding block (its tokens) after parent:
+// the duet blocks of duet tokens it completes and what it carries on.
+func (e *eventBlocks) chain(parent engineBlock, block []int, duet int) engineBlock {
+	tokens := block
+	if len(parent.carry) > 0 {
+		tokens = append(append(make([]int, 0, len(parent.carry)+len(block)), parent.carry...), block...)
+	}
+	next := engineBlock{tip: parent.tip}
+	if full := len(tokens) / duet * duet; full > 0 {
+		next.completes = tokenizer.ChainBlockHashes(parent.tip, tokens[:full], duet)
+		next.tip = next.completes[len(next.completes)-1]
+		tokens = tokens[full:]
+	}
+	if len(tokens) > 0 {
+		next.carry = append([]int(nil), tokens...)
+	}
+	return next
+}
+
 // BlockSizeMismatch says the worker reported KV blocks of blockSize tokens,
-// not the cache's: its events cannot be matched to duet's blocks and are not
-// used (the estimate still approximates its cache at duet's block size).
-// It returns the change, with the reason set even when the state stays
-// (a worker without events), for the caller to say so once.
+// not the cache's. When one size does not divide the other its events
+// cannot be named by duet's blocks and are not used (the estimate still
+// approximates its cache at duet's block size). It returns the change,
+// with the reason set even when the state stays (a worker without events,
+// or blocks that fit), for the caller to say so once.
 func (c *Cache) BlockSizeMismatch(blockSize int) Change {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	from := c.state()
-	c.mismatch = blockSizeReason(blockSize, c.blockSize)
-	if c.events != nil {
-		c.loseEvents(c.mismatch)
+	c.blockNote = blockSizeReason(blockSize, c.blockSize)
+	c.mismatch = !blockSizesFit(blockSize, c.blockSize)
+	if c.events != nil && c.mismatch {
+		c.loseEvents(c.blockNote)
 	}
-	return Change{From: from, To: c.state(), Reason: c.mismatch}
+	return Change{From: from, To: c.state(), Reason: c.blockNote}
 }
 
 func blockSizeReason(worker, router int) string {
@@ -132,13 +178,15 @@ func (c *Cache) Removed(hashes []uint64) {
 	}
 	e := c.events
 	for _, eh := range hashes {
-		h, ok := e.duetOf[eh]
+		b, ok := e.byEngine[eh]
 		if !ok {
 			continue
 		}
-		delete(e.duetOf, eh)
-		if e.held[h]--; e.held[h] <= 0 {
-			delete(e.held, h)
+		delete(e.byEngine, eh)
+		for _, h := range b.completes {
+			if e.held[h]--; e.held[h] <= 0 {
+				delete(e.held, h)
+			}
 		}
 	}
 }

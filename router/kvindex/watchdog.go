@@ -94,8 +94,8 @@ func (c Change) Changed() bool { return c.From != c.To }
 func (c *Cache) State() (State, string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.mismatch != "" {
-		return c.state(), c.mismatch
+	if c.dog.demoted == "" {
+		return c.state(), c.blockNote
 	}
 	return c.state(), c.dog.demoted
 }
@@ -134,7 +134,7 @@ func (c *Cache) Observe(p Prediction, promptTokens, reported int) Change {
 			switch {
 			case c.dog.trusted() && c.dog.disagreements() >= demoteAfter:
 				c.dog.demote("its KV events disagree with the cached tokens it reports")
-			case !c.dog.trusted() && c.mismatch == "" && c.dog.n == watchWindow && c.dog.disagreements() == 0:
+			case !c.dog.trusted() && !c.mismatch && c.dog.n == watchWindow && c.dog.disagreements() == 0:
 				c.dog.demoted = ""
 			}
 		}

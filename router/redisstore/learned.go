@@ -26,13 +26,15 @@ const subscribeWait = 2 * time.Second
 const maxLearnedBlocks = 1 << 16
 
 // encodeLearned renders one message: the sending replica, NUL, the worker
-// identity, NUL, then the block hashes, 8 bytes each, big-endian.
-func encodeLearned(replica, identity string, hashes []uint64) string {
+// identities (URLs) separated by \x01, NUL, then the block hashes, 8 bytes
+// each, big-endian.
+func encodeLearned(replica string, identities []string, hashes []uint64) string {
+	ids := strings.Join(identities, "\x01")
 	var b strings.Builder
-	b.Grow(len(replica) + len(identity) + 2 + 8*len(hashes))
+	b.Grow(len(replica) + len(ids) + 2 + 8*len(hashes))
 	b.WriteString(replica)
 	b.WriteByte(0)
-	b.WriteString(identity)
+	b.WriteString(ids)
 	b.WriteByte(0)
 	var h [8]byte
 	for _, x := range hashes {
@@ -45,20 +47,21 @@ func encodeLearned(replica, identity string, hashes []uint64) string {
 var errLearned = errors.New("malformed learned-blocks message")
 
 // decodeLearned parses what encodeLearned wrote.
-func decodeLearned(msg string) (replica, identity string, hashes []uint64, err error) {
+func decodeLearned(msg string) (replica string, identities []string, hashes []uint64, err error) {
 	replica, rest, ok := strings.Cut(msg, "\x00")
 	if !ok {
-		return "", "", nil, errLearned
+		return "", nil, nil, errLearned
 	}
-	identity, rest, ok = strings.Cut(rest, "\x00")
-	if !ok || identity == "" || len(rest)%8 != 0 || len(rest)/8 > maxLearnedBlocks {
-		return "", "", nil, errLearned
+	ids, rest, ok := strings.Cut(rest, "\x00")
+	if !ok || ids == "" || len(rest)%8 != 0 || len(rest)/8 > maxLearnedBlocks {
+		return "", nil, nil, errLearned
 	}
+	identities = strings.Split(ids, "\x01")
 	hashes = make([]uint64, len(rest)/8)
 	for i := range hashes {
 		hashes[i] = binary.BigEndian.Uint64([]byte(rest[8*i : 8*i+8]))
 	}
-	return replica, identity, hashes, nil
+	return replica, identities, hashes, nil
 }
 
 // subscribe subscribes to the learned channel and waits (a bounded time)
@@ -94,10 +97,10 @@ func (s *Store) listen(ctx context.Context, sub *redis.PubSub) {
 // deliverLearned hands one message to the registered function, unless this
 // replica sent it or it is malformed.
 func (s *Store) deliverLearned(payload string) {
-	replica, identity, hashes, err := decodeLearned(payload)
+	replica, identities, hashes, err := decodeLearned(payload)
 	fn := s.onLearned.Load()
 	if err != nil || replica == s.replica || fn == nil {
 		return
 	}
-	(*fn)(identity, hashes)
+	(*fn)(identities, hashes)
 }

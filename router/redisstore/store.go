@@ -61,12 +61,17 @@ type Store struct {
 	failures  atomic.Int32 // calls failed in a row
 	stateMu   sync.Mutex   // serialises up/down changes and their OnState calls
 	writes    chan write
-	onLearned atomic.Pointer[func(identity string, hashes []uint64)]
+	onLearned atomic.Pointer[func(identities []string, hashes []uint64)]
 	dropped   atomic.Uint64
 	roundTrip atomic.Uint64
 	replicas  atomic.Int64
-	// workers is the workers hash as last delivered to OnWorkers
-	// (delivered: once at least); Run's goroutine only.
+	// lastSync is when a sync last succeeded (unix nanoseconds): Run's own,
+	// or one a write batch carried.
+	lastSync atomic.Int64
+	// applyMu serialises applying sync replies (Run's and the writer's) and
+	// guards workers and delivered: the workers hash as last delivered to
+	// OnWorkers (delivered: once at least).
+	applyMu   sync.Mutex
 	workers   string
 	delivered bool
 }
@@ -165,12 +170,12 @@ func (s *Store) Save(rec router.SessionRecord) { s.queue(write{rec: rec}) }
 
 // Learned implements router.SharedState: the blocks are queued for the
 // writer, which publishes them to the other replicas.
-func (s *Store) Learned(identity string, hashes []uint64) {
-	s.queue(write{identity: identity, hashes: hashes})
+func (s *Store) Learned(identities []string, hashes []uint64) {
+	s.queue(write{identities: identities, hashes: hashes})
 }
 
 // OnLearned implements router.SharedState.
-func (s *Store) OnLearned(fn func(identity string, hashes []uint64)) { s.onLearned.Store(&fn) }
+func (s *Store) OnLearned(fn func(identities []string, hashes []uint64)) { s.onLearned.Store(&fn) }
 
 // queue hands w to the writer, or drops it (counted) while Redis is down
 // or the queue is full.
@@ -247,7 +252,9 @@ func (s *Store) Run(ctx context.Context) {
 	tick := time.NewTicker(s.cfg.LoadInterval)
 	defer tick.Stop()
 	for {
-		s.sync(ctx)
+		if time.Since(time.Unix(0, s.lastSync.Load())) >= s.cfg.LoadInterval {
+			s.sync(ctx) // unless a write batch carried one since
+		}
 		select {
 		case <-ctx.Done():
 			wg.Wait()
@@ -258,12 +265,12 @@ func (s *Store) Run(ctx context.Context) {
 	}
 }
 
-// write is one queued write: a session record, or blocks a worker learned
-// (identity set).
+// write is one queued write: a session record, or blocks workers learned
+// (identities set).
 type write struct {
-	rec      router.SessionRecord
-	identity string
-	hashes   []uint64
+	rec        router.SessionRecord
+	identities []string
+	hashes     []uint64
 }
 
 // writeAll sends queued writes, pipelined in batches, until ctx ends.
@@ -283,8 +290,9 @@ func (s *Store) writeAll(ctx context.Context) {
 	}
 }
 
-// writeBatch sends a batch in one round trip: each record with its TTL,
-// each learned block list published to the other replicas.
+// writeBatch sends a batch in one round trip: a load sync (so that Run
+// need not make one of its own), each record with its TTL, each learned
+// block list published to the other replicas.
 func (s *Store) writeBatch(ctx context.Context, batch []write) {
 	if !s.up.Load() {
 		s.dropped.Add(uint64(len(batch)))
@@ -293,9 +301,10 @@ func (s *Store) writeBatch(ctx context.Context, batch []write) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Redis.Timeout)
 	defer cancel()
 	pipe := s.client.Pipeline()
+	synced := syncScript.EvalSha(ctx, pipe, nil, s.syncArgs(s.pool.All())...)
 	for _, w := range batch {
-		if w.identity != "" {
-			pipe.Publish(ctx, s.prefix+learnedChannel, encodeLearned(s.replica, w.identity, w.hashes))
+		if len(w.identities) > 0 {
+			pipe.Publish(ctx, s.prefix+learnedChannel, encodeLearned(s.replica, w.identities, w.hashes))
 			continue
 		}
 		pipe.Set(ctx, s.prefix+"s:"+w.rec.Key, encodeRecord(w.rec), s.opts.SessionTTL)
@@ -304,5 +313,9 @@ func (s *Store) writeBatch(ctx context.Context, batch []write) {
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		s.dropped.Add(uint64(len(batch)))
 		s.failed(err)
+		return
+	}
+	if res, err := synced.Result(); err == nil {
+		_ = s.apply(res) // a reply that does not parse leaves the next sync to Run
 	}
 }

@@ -134,12 +134,12 @@ func TestLearnedBlocksReachTheOtherReplicas(t *testing.T) {
 	a.syncNow()
 	b.syncNow()
 	type learned struct {
-		identity string
-		hashes   []uint64
+		identities []string
+		hashes     []uint64
 	}
 	got := make(chan learned, 16)
-	b.store.OnLearned(func(identity string, hashes []uint64) { got <- learned{identity, hashes} })
-	a.store.OnLearned(func(string, []uint64) { t.Error("a replica hears its own messages") })
+	b.store.OnLearned(func(identities []string, hashes []uint64) { got <- learned{identities, hashes} })
+	a.store.OnLearned(func([]string, []uint64) { t.Error("a replica hears its own messages") })
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	for _, r := range []*replica{a, b} {
@@ -148,9 +148,9 @@ func TestLearnedBlocksReachTheOtherReplicas(t *testing.T) {
 		go func() { defer wg.Done(); r.store.listen(ctx, sub) }()
 	}
 	defer func() { cancel(); wg.Wait() }()
-	want := learned{"http://127.0.0.1:9100", []uint64{1, 1 << 63, 42}}
+	want := learned{[]string{"http://127.0.0.1:9100", "http://127.0.0.1:9200"}, []uint64{1, 1 << 63, 42}}
 	require.Eventually(t, func() bool { // until b's subscription is in place
-		a.store.writeBatch(context.Background(), []write{{identity: want.identity, hashes: want.hashes}})
+		a.store.writeBatch(context.Background(), []write{{identities: want.identities, hashes: want.hashes}})
 		select {
 		case g := <-got:
 			require.Equal(t, want, g)
@@ -162,10 +162,10 @@ func TestLearnedBlocksReachTheOtherReplicas(t *testing.T) {
 }
 
 func TestLearnedMessageRoundTrip(t *testing.T) {
-	r, id, hs, err := decodeLearned(encodeLearned("r1", "http://w:1", []uint64{7, 0, 1<<64 - 1}))
+	r, ids, hs, err := decodeLearned(encodeLearned("r1", []string{"http://w:1", "http://w:2"}, []uint64{7, 0, 1<<64 - 1}))
 	require.NoError(t, err)
 	require.Equal(t, "r1", r)
-	require.Equal(t, "http://w:1", id)
+	require.Equal(t, []string{"http://w:1", "http://w:2"}, ids)
 	require.Equal(t, []uint64{7, 0, 1<<64 - 1}, hs)
 	for _, bad := range []string{"", "r1", "r1\x00", "r1\x00\x00", "r1\x00id\x00abc"} {
 		_, _, _, err := decodeLearned(bad)

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/duet-serve/duet/proto/disagg"
 	"github.com/duet-serve/duet/router"
@@ -64,8 +65,11 @@ func (s *Store) loadScripts(ctx context.Context) error {
 	return err
 }
 
-// apply reads syncScript's reply: {live replicas, loads, workers}.
+// apply reads syncScript's reply: {live replicas, loads, workers}, and
+// marks the sync done.
 func (s *Store) apply(res any) error {
+	s.applyMu.Lock()
+	defer s.applyMu.Unlock()
 	parts, ok := res.([]any)
 	if !ok || len(parts) != 3 {
 		return fmt.Errorf("redisstore: unexpected sync reply %T", res)
@@ -80,6 +84,7 @@ func (s *Store) apply(res any) error {
 		return err
 	}
 	s.deliverWorkers(workers)
+	s.lastSync.Store(time.Now().UnixNano())
 	return nil
 }
 

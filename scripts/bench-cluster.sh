@@ -6,7 +6,8 @@
 # them with `duet bench --url-strategy turn_round_robin`: every request goes to the next replica, so
 # consecutive turns of a session go through different replicas. Prints `duet bench compare --markdown`
 # and, per run, the ctx prefill imbalance (max/mean of the tokens each ctx sim prefilled) and the store's
-# cost (round trips per request; the routing call's latency p50/p99 from duet_cluster_store_find_seconds).
+# cost (round trips per request during the benchmark; the routing call's latency p50/p99 from
+# duet_cluster_store_find_seconds).
 #
 # usage: scripts/bench-cluster.sh [runs=3] [setups="single shared local"]
 # env:   OUT (default artifacts/cluster), TIME_SCALE (default 1), NCTX/NGEN (default 4/4), CTX_KV_BLOCKS
@@ -107,11 +108,19 @@ YAML
   fi
 }
 
-# store_cost prints round trips per request and the find latency p50/p99 (ms, interpolated in the
-# histogram's buckets) summed over the replicas.
-store_cost() { # $1 replicas, $2 requests
+# round_trips prints the replicas' summed count of calls to the store.
+round_trips() { # $1 replicas
   local i
-  for i in $(seq 0 $(($1 - 1))); do curl -s "http://127.0.0.1:$((PORT + i))/metrics"; done | awk -v req="$2" '
+  for i in $(seq 0 $(($1 - 1))); do curl -s "http://127.0.0.1:$((PORT + i))/metrics"; done |
+    awk '/^duet_cluster_store_round_trips_total/ {rt += $NF} END {printf "%d", rt}'
+}
+
+# store_cost prints round trips per request over the benchmark (the count less $3, its value before
+# the benchmark: the replicas' idle syncs before it are not the requests') and the find latency
+# p50/p99 (ms, interpolated in the histogram's buckets) summed over the replicas.
+store_cost() { # $1 replicas, $2 requests, $3 round trips before the benchmark
+  local i
+  for i in $(seq 0 $(($1 - 1))); do curl -s "http://127.0.0.1:$((PORT + i))/metrics"; done | awk -v req="$2" -v before="$3" '
     /^duet_cluster_store_round_trips_total/ {rt += $NF}
     /^duet_cluster_store_find_seconds_bucket/ {
       match($0, /le="[^"]+"/); le = substr($0, RSTART + 4, RLENGTH - 5); b[le] += $NF; les[le] = 1 }
@@ -124,7 +133,7 @@ store_cost() { # $1 replicas, $2 requests
         if (c >= target) return 1000 * (prev + (sorted[j] - prev) * (target - prevc) / (c - prevc + 1e-12))
         prev = sorted[j]; prevc = c }
       return -1 }
-    END { if (n == 0) { printf "n/a"; exit } printf "%.2f round trips/request (%d finds), find p50 %.3f ms, p99 %.3f ms", rt / req, n, q(0.5), q(0.99) }'
+    END { if (n == 0) { printf "n/a"; exit } printf "%.2f round trips/request (%d finds), find p50 %.3f ms, p99 %.3f ms", (rt - before) / req, n, q(0.5), q(0.99) }'
 }
 
 DIRS=()
@@ -149,11 +158,13 @@ for run in $(seq 1 "$RUNS"); do
     for i in $(seq 0 $((n - 1))); do targets+=(--url "127.0.0.1:$((PORT + i))"); done
     dir="$OUT/$setup-$run"
     echo "== $setup ($n replica(s), state $state), run $run -> $dir" >&2
+    before=0
+    [ "$state" = redis ] && before=$(round_trips "$n")
     ./bin/duet bench -m "$MODEL" "${targets[@]}" --url-strategy turn_round_robin "${WORKLOAD[@]}" --label "$setup" \
       --artifact-dir "$dir" --no-progress >"$WORK/bench-$setup-$run.txt"
     requests=$(wc -l <"$dir/profile_export.jsonl")
     note="$setup run $run: ctx prefill imbalance $(ctx_imbalance "$CTX_BASE" "$NCTX"); $(route_summary "$PORT" "$n")"
-    [ "$state" = redis ] && note+="; store: $(store_cost "$n" "$requests")"
+    [ "$state" = redis ] && note+="; store: $(store_cost "$n" "$requests" "$before")"
     NOTES+=("$note")
     echo "$note" >&2
     DIRS+=("$dir")

@@ -17,32 +17,38 @@ import "github.com/redis/go-redis/v9"
 // need to agree. The scripts name keys they build from ARGV, which a Redis
 // Cluster refuses: duet needs one Redis server (or a primary with replicas).
 
-// findSource returns {record, load}: the record of session ARGV[2] (false
-// when there is none) and the live replicas' summed load but replica
-// ARGV[3]'s, as othersLoad returns it: read on the routing path, it is as
-// fresh as the other replicas' last publication.
-const findSource = othersLoadLua + `
-local p = ARGV[1]
-return {redis.call('GET', p .. 's:' .. ARGV[2]), othersLoad(p, ARGV[3])}
+// findSource returns {record, sync}: the record of session ARGV[5] (false
+// when there is none), and a sync's reply (syncLua, with ARGV[1-4] and the
+// load pairs from ARGV[6]): the routing call is also this replica's load
+// sync, and reads the others' load as fresh as their last publication.
+const findSource = nowLua + othersLoadLua + syncLua + `
+return {redis.call('GET', ARGV[1] .. 's:' .. ARGV[5]), sync(ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), 6)}
 `
 
-// syncSource publishes replica ARGV[2]'s load for ARGV[3] ms (ARGV[5]
-// onwards: ARGV[4] identity, tokens pairs), forgets replicas silent that
-// long, and returns {live replicas, the others' load (othersLoad), the
-// workers hash}.
-const syncSource = nowLua + othersLoadLua + `
-local p, me, ttl, nLoad = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
-local now = nowMs()
-local reps = p .. 'replicas'
-redis.call('ZADD', reps, now, me)
-redis.call('ZREMRANGEBYSCORE', reps, '-inf', now - ttl)
-local mine = p .. 'load:' .. me
-redis.call('DEL', mine)
-if nLoad > 0 then
-  redis.call('HSET', mine, unpack(ARGV, 5, 4 + 2 * nLoad))
-  redis.call('PEXPIRE', mine, ttl)
+// syncSource is a sync (syncLua) with ARGV[1-4] and the load pairs from
+// ARGV[5].
+const syncSource = nowLua + othersLoadLua + syncLua + `
+return sync(ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), 5)
+`
+
+// syncLua defines sync(p, me, ttl, nLoad, first): it publishes replica
+// me's load for ttl ms (nLoad identity, tokens pairs from ARGV[first]),
+// forgets replicas silent that long, and returns {live replicas, the
+// others' load (othersLoad), the workers hash}.
+const syncLua = `
+local function sync(p, me, ttl, nLoad, first)
+  local now = nowMs()
+  local reps = p .. 'replicas'
+  redis.call('ZADD', reps, now, me)
+  redis.call('ZREMRANGEBYSCORE', reps, '-inf', now - ttl)
+  local mine = p .. 'load:' .. me
+  redis.call('DEL', mine)
+  if nLoad > 0 then
+    redis.call('HSET', mine, unpack(ARGV, first, first - 1 + 2 * nLoad))
+    redis.call('PEXPIRE', mine, ttl)
+  end
+  return {redis.call('ZCARD', reps), othersLoad(p, me), redis.call('HGETALL', p .. 'workers')}
 end
-return {redis.call('ZCARD', reps), othersLoad(p, me), redis.call('HGETALL', p .. 'workers')}
 `
 
 // nowLua defines nowMs: Redis's clock in unix milliseconds.

@@ -138,8 +138,10 @@ func (s *Store) Find(key string) (router.SessionRecord, bool, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.Redis.Timeout)
 	defer cancel()
+	args := s.syncArgs(s.pool.All())
+	args = append(args[:4:4], append([]any{key}, args[4:]...)...) // the key before the load pairs
 	start := time.Now()
-	res, err := s.call(ctx, findScript, []any{s.prefix, key, s.replica})
+	res, err := s.findWithWrites(ctx, args)
 	if s.opts.ObserveFind != nil {
 		s.opts.ObserveFind(time.Since(start))
 	}
@@ -150,7 +152,7 @@ func (s *Store) Find(key string) (router.SessionRecord, bool, error) {
 	if !ok || len(parts) != 2 {
 		return router.SessionRecord{}, false, fmt.Errorf("redisstore: unexpected find reply %T", res)
 	}
-	if err := s.setRemoteLoads(parts[1]); err != nil {
+	if err := s.apply(parts[1]); err != nil {
 		return router.SessionRecord{}, false, err
 	}
 	raw, _ := parts[0].(string)
@@ -162,6 +164,34 @@ func (s *Store) Find(key string) (router.SessionRecord, bool, error) {
 		return router.SessionRecord{}, false, nil
 	}
 	return rec, true, nil
+}
+
+// findWithWrites runs the find script and, in the same round trip, the
+// writes queued meanwhile (the writer sends them at once otherwise: a turn
+// that follows at once through another replica must find them).
+func (s *Store) findWithWrites(ctx context.Context, args []any) (any, error) {
+	var writes []write
+	for len(writes) < saveBatch && len(s.writes) > 0 {
+		select {
+		case w := <-s.writes:
+			writes = append(writes, w)
+		default:
+		}
+	}
+	if len(writes) == 0 {
+		return s.call(ctx, findScript, args)
+	}
+	pipe := s.client.Pipeline()
+	found := findScript.EvalSha(ctx, pipe, nil, args...)
+	s.queueWrites(ctx, pipe, writes)
+	s.roundTrip.Add(1)
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		s.dropped.Add(uint64(len(writes)))
+		s.failed(err)
+		return nil, err
+	}
+	s.failures.Store(0)
+	return found.Result()
 }
 
 // Save implements router.SharedState: the record is queued for the writer
@@ -302,13 +332,7 @@ func (s *Store) writeBatch(ctx context.Context, batch []write) {
 	defer cancel()
 	pipe := s.client.Pipeline()
 	synced := syncScript.EvalSha(ctx, pipe, nil, s.syncArgs(s.pool.All())...)
-	for _, w := range batch {
-		if len(w.identities) > 0 {
-			pipe.Publish(ctx, s.prefix+learnedChannel, encodeLearned(s.replica, w.identities, w.hashes))
-			continue
-		}
-		pipe.Set(ctx, s.prefix+"s:"+w.rec.Key, encodeRecord(w.rec), s.opts.SessionTTL)
-	}
+	s.queueWrites(ctx, pipe, batch)
 	s.roundTrip.Add(1)
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		s.dropped.Add(uint64(len(batch)))
@@ -317,5 +341,17 @@ func (s *Store) writeBatch(ctx context.Context, batch []write) {
 	}
 	if res, err := synced.Result(); err == nil {
 		_ = s.apply(res) // a reply that does not parse leaves the next sync to Run
+	}
+}
+
+// queueWrites adds writes to pipe: each record with its TTL, each learned
+// block list published to the other replicas.
+func (s *Store) queueWrites(ctx context.Context, pipe redis.Pipeliner, writes []write) {
+	for _, w := range writes {
+		if len(w.identities) > 0 {
+			pipe.Publish(ctx, s.prefix+learnedChannel, encodeLearned(s.replica, w.identities, w.hashes))
+			continue
+		}
+		pipe.Set(ctx, s.prefix+"s:"+w.rec.Key, encodeRecord(w.rec), s.opts.SessionTTL)
 	}
 }

@@ -312,3 +312,21 @@ func BenchmarkFind(b *testing.B) {
 		}
 	})
 }
+
+// A routing call takes the writes queued meanwhile along: one round trip.
+func TestFindCarriesQueuedWrites(t *testing.T) {
+	srv := redistest.Start(t)
+	a, b := newReplica(t, srv.Addr(), time.Minute), newReplica(t, srv.Addr(), time.Minute)
+	a.syncNow()
+	b.syncNow()
+	a.store.Save(router.SessionRecord{Key: "carried", Ctx: "http://127.0.0.1:9100"}) // no writer runs: only a find sends it
+	before := a.store.RoundTrips()
+	_, ok, err := a.store.Find("other")
+	require.NoError(t, err)
+	require.False(t, ok)
+	require.Equal(t, before+1, a.store.RoundTrips())
+	rec, ok, err := b.store.Find("carried")
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, "http://127.0.0.1:9100", rec.Ctx)
+}

@@ -19,10 +19,12 @@ type Config struct {
 	// process) or redis (every replica pointed at the same Redis shares
 	// them).
 	State string `mapstructure:"state" help:"router state: local (this process) or redis (shared by every replica)"`
-	// LoadInterval is how often a replica publishes its load per worker and
-	// reads the others' (default 50ms). It also paces the reconnection
-	// attempts while Redis is down.
-	LoadInterval time.Duration `mapstructure:"load_interval" help:"how often a replica publishes its load and reads the other replicas'"`
+	// LoadInterval is the longest a replica goes without publishing its
+	// load per worker and reading the others' (default 50ms): every call to
+	// Redis does both, and the replica makes a call of its own after this
+	// long without one. It also paces the reconnection attempts while Redis
+	// is down.
+	LoadInterval time.Duration `mapstructure:"load_interval" help:"longest time between two publications of a replica's load (every call to Redis is one)"`
 	// LoadTTL is how long a replica's published load counts after its last
 	// publication: a replica that stops drops out after it (default 1s).
 	LoadTTL time.Duration `mapstructure:"load_ttl" help:"a replica that stops publishing drops out of the summed load after this long"`

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/duet-serve/duet/tokenizer"
+	"github.com/duet-serve/duet/tokenizer/blockmap"
 )
 
 // Stored is one engine event: it stored consecutive blocks of one
@@ -29,11 +30,14 @@ type Stored struct {
 // the duet blocks whose last token it holds, carrying the tokens of a duet
 // block it only starts to its children. Its Cache guards it.
 type eventBlocks struct {
-	// byEngine maps an engine hash to what that block holds in duet's terms.
-	byEngine map[uint64]engineBlock
+	// byEngine maps an engine hash to its block's index in blocks; free
+	// lists the indexes of removed blocks, for reuse.
+	byEngine *blockmap.Map
+	blocks   []engineBlock
+	free     []int32
 	// held counts, per duet hash, the engine blocks that complete it (one
 	// per medium a block may be stored in).
-	held map[uint64]int32
+	held *blockmap.Map
 	// limit bounds byEngine: an engine cannot hold more blocks than its
 	// cache, so a stream that claims more is broken.
 	limit int
@@ -51,12 +55,58 @@ type engineBlock struct {
 }
 
 func newEventBlocks(capacity int) *eventBlocks {
-	return &eventBlocks{byEngine: map[uint64]engineBlock{}, held: map[uint64]int32{}, limit: 2*capacity + 1024}
+	n := min(capacity, 1<<16)
+	return &eventBlocks{byEngine: blockmap.New(n), held: blockmap.New(n), limit: 2*capacity + 1024}
 }
 
-func (e *eventBlocks) has(h uint64) bool { return e.held[h] > 0 }
+func (e *eventBlocks) has(h uint64) bool { return e.held.Has(h) }
 
-func (e *eventBlocks) len() int { return len(e.held) }
+func (e *eventBlocks) len() int { return e.held.Len() }
+
+// block returns the engine block with hash eh.
+func (e *eventBlocks) block(eh uint64) (engineBlock, bool) {
+	i, ok := e.byEngine.Get(eh)
+	if !ok {
+		return engineBlock{}, false
+	}
+	return e.blocks[i], true
+}
+
+// add records engine block eh and counts the duet blocks it completes.
+func (e *eventBlocks) add(eh uint64, b engineBlock) {
+	var i int32
+	if n := len(e.free); n > 0 {
+		i, e.free = e.free[n-1], e.free[:n-1]
+		e.blocks[i] = b
+	} else {
+		i = int32(len(e.blocks))
+		e.blocks = append(e.blocks, b)
+	}
+	e.byEngine.Put(eh, i)
+	for _, h := range b.completes {
+		n, _ := e.held.Get(h)
+		e.held.Put(h, n+1)
+	}
+}
+
+// remove forgets engine block eh and uncounts the duet blocks it
+// completed; an unknown hash is ignored.
+func (e *eventBlocks) remove(eh uint64) {
+	i, ok := e.byEngine.Get(eh)
+	if !ok {
+		return
+	}
+	e.byEngine.Delete(eh)
+	for _, h := range e.blocks[i].completes {
+		if n, _ := e.held.Get(h); n > 1 {
+			e.held.Put(h, n-1)
+		} else {
+			e.held.Delete(h)
+		}
+	}
+	e.blocks[i] = engineBlock{}
+	e.free = append(e.free, i)
+}
 
 // blockSizesFit reports whether an engine's blocks of engine tokens can be
 // named by duet's of duet tokens: one size divides the other.
@@ -104,7 +154,7 @@ func (c *Cache) store(s Stored) {
 	e := c.events
 	var at engineBlock // where the first block starts: the sequence's start without a parent
 	if s.HasParent {
-		parent, ok := e.byEngine[s.Parent]
+		parent, ok := e.block(s.Parent)
 		if !ok {
 			return
 		}
@@ -112,19 +162,16 @@ func (c *Cache) store(s Stored) {
 	}
 	for i, eh := range s.Hashes {
 		block := s.Tokens[i*s.BlockSize : (i+1)*s.BlockSize]
-		if known, dup := e.byEngine[eh]; dup {
+		if known, dup := e.block(eh); dup {
 			at = known
 			continue
 		}
-		if len(e.byEngine) >= e.limit {
+		if e.byEngine.Len() >= e.limit {
 			c.loseEvents(fmt.Sprintf("its KV events claim more than %d blocks, beyond its cache of %d", e.limit, c.capacity))
 			return
 		}
 		at = e.chain(at, block, c.blockSize)
-		e.byEngine[eh] = at
-		for _, h := range at.completes {
-			e.held[h]++
-		}
+		e.add(eh, at)
 	}
 }
 
@@ -176,18 +223,8 @@ func (c *Cache) Removed(hashes []uint64) {
 	if c.events == nil {
 		return
 	}
-	e := c.events
 	for _, eh := range hashes {
-		b, ok := e.byEngine[eh]
-		if !ok {
-			continue
-		}
-		delete(e.byEngine, eh)
-		for _, h := range b.completes {
-			if e.held[h]--; e.held[h] <= 0 {
-				delete(e.held, h)
-			}
-		}
+		c.events.remove(eh)
 	}
 }
 

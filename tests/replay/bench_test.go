@@ -53,12 +53,19 @@ func mooncakeLike(requests int) []byte {
 // published one's shape through the conversation policy on 4 + 4 workers
 // (the bound: the whole trace in 10 s).
 func BenchmarkReplayMooncakeLike(b *testing.B) {
+	b.Run("estimate", func(b *testing.B) { benchmarkMooncakeLike(b, false) })
+	b.Run("events", func(b *testing.B) { benchmarkMooncakeLike(b, true) })
+}
+
+// benchmarkMooncakeLike replays a synthetic trace of the Mooncake hour's
+// shape, with the index fed by the modelled workers' events or not.
+func benchmarkMooncakeLike(b *testing.B, events bool) {
 	trace := mooncakeLike(12031)
 	w := WorkerModel{KVCapacityBlocks: 20000, BlockSize: 32, MaxNumSeqs: 256, Timing: model.Timing{Scale: 1, PrefillRate: 20000,
 		PrefillOverhead: 10 * time.Millisecond, ITLBase: 7 * time.Millisecond, ITLPerSeq: 50 * time.Microsecond,
 		TransferRate: 200000, TransferOverhead: 2 * time.Millisecond}}
 	cfg := Config{Router: router.Defaults(), Fleet: Fleet{NCtx: 4, NGen: 4, Ctx: w, Gen: w}, FixedSchedule: true, Speedup: 1,
-		DefaultMaxTokens: 256, OracleBlockSize: 32}
+		DefaultMaxTokens: 256, OracleBlockSize: 32, KVEvents: events}
 	for b.Loop() {
 		sessions, err := MooncakeSessions(bytes.NewReader(trace), 512)
 		if err != nil {

@@ -108,20 +108,24 @@ YAML
   fi
 }
 
-# round_trips prints the replicas' summed count of calls to the store.
+# round_trips prints the replicas' summed count of calls to the store and of their own syncs.
 round_trips() { # $1 replicas
   local i
   for i in $(seq 0 $(($1 - 1))); do curl -s "http://127.0.0.1:$((PORT + i))/metrics"; done |
-    awk '/^duet_cluster_store_round_trips_total/ {rt += $NF} END {printf "%d", rt}'
+    awk '/^duet_cluster_store_round_trips_total/ {rt += $NF} /^duet_cluster_store_syncs_total/ {sy += $NF} END {printf "%d %d", rt, sy}'
 }
 
-# store_cost prints round trips per request over the benchmark (the count less $3, its value before
-# the benchmark: the replicas' idle syncs before it are not the requests') and the find latency
-# p50/p99 (ms, interpolated in the histogram's buckets) summed over the replicas.
-store_cost() { # $1 replicas, $2 requests, $3 round trips before the benchmark
-  local i
-  for i in $(seq 0 $(($1 - 1))); do curl -s "http://127.0.0.1:$((PORT + i))/metrics"; done | awk -v req="$2" -v before="$3" '
+# store_cost prints round trips per request over the benchmark (the counts less $3, their values
+# before the benchmark: the replicas' idle syncs before it are not the requests'), of which the syncs
+# the replicas made on their own (the heartbeat between requests), and the find latency p50/p99 (ms,
+# interpolated in the histogram's buckets) summed over the replicas.
+store_cost() { # $1 replicas, $2 requests, $3 "round trips syncs" before the benchmark
+  local i before syncs_before
+  read -r before syncs_before <<<"$3"
+  for i in $(seq 0 $(($1 - 1))); do curl -s "http://127.0.0.1:$((PORT + i))/metrics"; done |
+    awk -v req="$2" -v before="$before" -v syncs_before="$syncs_before" '
     /^duet_cluster_store_round_trips_total/ {rt += $NF}
+    /^duet_cluster_store_syncs_total/ {sy += $NF}
     /^duet_cluster_store_find_seconds_bucket/ {
       match($0, /le="[^"]+"/); le = substr($0, RSTART + 4, RLENGTH - 5); b[le] += $NF; les[le] = 1 }
     /^duet_cluster_store_find_seconds_count/ {n += $NF}
@@ -133,7 +137,7 @@ store_cost() { # $1 replicas, $2 requests, $3 round trips before the benchmark
         if (c >= target) return 1000 * (prev + (sorted[j] - prev) * (target - prevc) / (c - prevc + 1e-12))
         prev = sorted[j]; prevc = c }
       return -1 }
-    END { if (n == 0) { printf "n/a"; exit } printf "%.2f round trips/request (%d finds), find p50 %.3f ms, p99 %.3f ms", (rt - before) / req, n, q(0.5), q(0.99) }'
+    END { if (n == 0) { printf "n/a"; exit } printf "%.2f round trips/request (%.2f of them the heartbeat; %d finds), find p50 %.3f ms, p99 %.3f ms", (rt - before) / req, (sy - syncs_before) / req, n, q(0.5), q(0.99) }'
 }
 
 DIRS=()
@@ -158,7 +162,7 @@ for run in $(seq 1 "$RUNS"); do
     for i in $(seq 0 $((n - 1))); do targets+=(--url "127.0.0.1:$((PORT + i))"); done
     dir="$OUT/$setup-$run"
     echo "== $setup ($n replica(s), state $state), run $run -> $dir" >&2
-    before=0
+    before="0 0"
     [ "$state" = redis ] && before=$(round_trips "$n")
     ./bin/duet bench -m "$MODEL" "${targets[@]}" --url-strategy turn_round_robin "${WORKLOAD[@]}" --label "$setup" \
       --artifact-dir "$dir" --no-progress >"$WORK/bench-$setup-$run.txt"

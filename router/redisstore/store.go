@@ -64,6 +64,9 @@ type Store struct {
 	onLearned atomic.Pointer[func(identities []string, hashes []uint64)]
 	dropped   atomic.Uint64
 	roundTrip atomic.Uint64
+	// syncs counts the round trips that were Run's own load syncs (and
+	// reconnection attempts): the heartbeat, not caused by requests.
+	syncs atomic.Uint64
 	replicas  atomic.Int64
 	// lastSync is when a sync last succeeded (unix nanoseconds): Run's own,
 	// or one a write batch carried.
@@ -125,6 +128,11 @@ func (s *Store) Replicas() int64 { return s.replicas.Load() }
 // RoundTrips counts the calls made to Redis (each Find, each sync, each
 // pipelined batch of writes, each admin change).
 func (s *Store) RoundTrips() uint64 { return s.roundTrip.Load() }
+
+// Syncs counts the round trips that were syncs of the replica's own, made
+// after load_interval without a routing call or write batch (included in
+// RoundTrips).
+func (s *Store) Syncs() uint64 { return s.syncs.Load() }
 
 // DroppedSaves counts the session saves and learned blocks dropped
 // because Redis was down or the queue was full.

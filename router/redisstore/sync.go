@@ -28,6 +28,7 @@ func (s *Store) sync(ctx context.Context) {
 			return
 		}
 	}
+	s.syncs.Add(1)
 	res, err := s.call(ctx, syncScript, s.syncArgs(s.pool.All()))
 	if err != nil {
 		return

@@ -66,8 +66,8 @@ type Store struct {
 	roundTrip atomic.Uint64
 	// syncs counts the round trips that were Run's own load syncs (and
 	// reconnection attempts): the heartbeat, not caused by requests.
-	syncs atomic.Uint64
-	replicas  atomic.Int64
+	syncs    atomic.Uint64
+	replicas atomic.Int64
 	// lastSync is when a sync last succeeded (unix nanoseconds): Run's own,
 	// or one a write batch carried.
 	lastSync atomic.Int64

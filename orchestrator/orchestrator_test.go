@@ -189,6 +189,25 @@ func TestBadInputMakesNoUpstreamCall(t *testing.T) {
 	require.Empty(t, gen.calls())
 }
 
+// A body that is not JSON gets a message a client can act on, not the
+// decoder's.
+func TestMalformedBodySaysSo(t *testing.T) {
+	h := newHarness(t, testConfig(), nil, []*fakeWorker{newFakeWorker(t, genStream(1, true))})
+	for body, want := range map[string]string{
+		`{"model":`:       "the request body is not valid JSON: unexpected end of JSON input (at byte 9)",
+		`{"model": nope}`: "the request body is not valid JSON: invalid character 'o' in literal null (expecting 'u') (at byte 12)",
+	} {
+		resp, out := h.run([]byte(body), nil)
+		require.Equal(t, http.StatusBadRequest, resp.Status)
+		var e struct {
+			Error struct{ Message, Type string } `json:"error"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(out), &e))
+		require.Equal(t, want, e.Error.Message, body)
+		require.Equal(t, "invalid_request_error", e.Error.Type)
+	}
+}
+
 func TestNoWorkerIs503(t *testing.T) {
 	h := newHarness(t, testConfig(), nil, []*fakeWorker{newFakeWorker(t, genStream(1, true))})
 	resp, out := h.run(testChatBody(false, ""), nil)

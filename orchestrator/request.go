@@ -287,6 +287,10 @@ func decodeError(err error) *Error {
 		}
 		return badRequest(field, "%s: expected %s, got JSON %s", field, typeErr.Type, typeErr.Value)
 	}
+	var syntaxErr *json.SyntaxError
+	if errors.As(err, &syntaxErr) {
+		return badRequest("", "the request body is not valid JSON: %s (at byte %d)", syntaxErr, syntaxErr.Offset)
+	}
 	return badRequest("", "invalid request: %v", err)
 }
 

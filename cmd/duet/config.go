@@ -91,8 +91,8 @@ func loadConfig(v *viper.Viper, path string, yaml []byte) (Config, error) {
 		return Config{}, err
 	}
 	var cfg Config
-	if err := v.UnmarshalExact(&cfg); err != nil {
-		return Config{}, fmt.Errorf("config: %w", err)
+	if err := v.UnmarshalExact(&cfg, decodeHooks()); err != nil {
+		return Config{}, fmt.Errorf("config: %w", decodeError(err))
 	}
 	if err := cfg.Validate(); err != nil {
 		return Config{}, err

@@ -45,8 +45,10 @@ func TestConfigErrorsNameTheKey(t *testing.T) {
 		{"bad protocol", "orchestrator: {protocol: grpc}\n", `config: orchestrator.protocol: unknown protocol "grpc" (valid: trtllm, vllm, sglang)`},
 		{"sglang local prefill", "orchestrator: {protocol: sglang, max_local_prefill_tokens: 10}\n", "orchestrator.max_local_prefill_tokens: must be 0 with protocol sglang"},
 		{"bad log level", "log: {level: loud}\n", `config: log.level: unknown level "loud" (valid: debug, info, warn, error)`},
-		{"wrong type", "server: {port: many}\n", "server.port"},
-		{"bad duration", "orchestrator: {context_timeout: soon}\n", "context_timeout"},
+		{"wrong type", "server: {port: many}\n", `config: server.port: not a whole number: "many"`},
+		{"bad duration", "orchestrator: {context_timeout: soon}\n", `config: orchestrator.context_timeout: not a duration with a unit (for example 10s or 500ms): "soon"`},
+		// A bare number would be nanoseconds: every request would time out.
+		{"duration without a unit", "server: {read_timeout: 10}\n", "config: server.read_timeout: a duration needs a unit (for example 10s or 10ms), got 10"},
 		{"bad cluster state", "cluster: {state: etcd}\n", `config: cluster.state: must be local or redis, got "etcd"`},
 		{"bad redis address", "cluster: {state: redis, redis: {address: redis}}\n", `config: cluster.redis.address: must be host:port, got "redis"`},
 	}
@@ -57,6 +59,21 @@ func TestConfigErrorsNameTheKey(t *testing.T) {
 			require.Contains(t, err.Error(), tc.want)
 		})
 	}
+}
+
+func TestConfigFromTheEnvironmentSaysWhatIsWrong(t *testing.T) {
+	t.Setenv("DUET_SERVER_PORT", "eighty")
+	_, err := loadConfig(viper.New(), "", nil)
+	require.EqualError(t, err, `config: server.port: not a whole number: "eighty"`)
+	t.Setenv("DUET_SERVER_PORT", "8080")
+	t.Setenv("DUET_SERVER_READ_TIMEOUT", "10")
+	_, err = loadConfig(viper.New(), "", nil)
+	require.EqualError(t, err, `config: server.read_timeout: not a duration with a unit (for example 10s or 500ms): "10"`)
+	t.Setenv("DUET_SERVER_READ_TIMEOUT", "30s")
+	cfg, err := loadConfig(viper.New(), "", nil)
+	require.NoError(t, err)
+	require.Equal(t, 30*time.Second, cfg.Server.ReadTimeout)
+	require.Equal(t, 8080, cfg.Server.Port)
 }
 
 func TestConfigFreeFormMapsAccepted(t *testing.T) {

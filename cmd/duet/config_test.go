@@ -113,3 +113,15 @@ func TestVersionString(t *testing.T) {
 	require.Contains(t, versionString(), "duet ")
 	require.Contains(t, versionString(), "go1.")
 }
+
+// Regression: the README's "Coming from vLLM" fleet, which named no model,
+// answered every request with duet's own 404.
+func TestReadmeVLLMSnippetServesItsModel(t *testing.T) {
+	cfg, err := loadConfig(viper.New(), writeYAML(t, `orchestrator: {protocol: vllm}
+fleet:
+  context: {engine: vllm, model: Qwen/Qwen3-8B, urls: ["http://10.0.0.11:8100", "http://10.0.0.12:8100"]}
+  generation: {engine: vllm, model: Qwen/Qwen3-8B, urls: ["http://10.0.0.21:8200"]}
+`), nil)
+	require.NoError(t, err)
+	require.Equal(t, []string{"Qwen/Qwen3-8B"}, servedModels(cfg))
+}

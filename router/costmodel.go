@@ -84,6 +84,7 @@ func (m *CostModel) pick(req *Request, ctxCands, genCands []*Endpoint) choice {
 	}
 	m.placeCtx(&ch, req, ctxCands, p.ctx)
 	m.placeGen(&ch, req, otherThan(genCands, ch.ctx), p.gen)
+	ch.pinned = p
 	return ch.charge(req)
 }
 
@@ -219,8 +220,11 @@ func unavailableReason(pinned string, excluded map[string]bool) string {
 	return reasonUnavailable
 }
 
-// succeeded pins session key to the pair its turn ran on.
-func (m *CostModel) succeeded(key, ctxID, genID string) {
+// succeeded pins session key, pinned to was when its turn was routed, to
+// the pair the turn ran on. With shared state a client's session whose pin
+// changed is saved before the turn ends: its next turn may come through
+// another replica at once (a minted id comes back later, if ever).
+func (m *CostModel) succeeded(key string, minted bool, was pins, ctxID, genID string) {
 	if m.sessions == nil || key == "" {
 		return
 	}
@@ -228,7 +232,8 @@ func (m *CostModel) succeeded(key, ctxID, genID string) {
 	m.sessions.put(key, ctxID, genID, m.now())
 	m.mu.Unlock()
 	if m.shared != nil {
-		m.shared.Save(SessionRecord{Key: key, Ctx: m.identityOf(ctxID), Gen: m.identityOf(genID)})
+		wait := !minted && was != pins{ctxID, genID}
+		m.shared.Save(SessionRecord{Key: key, Ctx: m.identityOf(ctxID), Gen: m.identityOf(genID)}, wait)
 	}
 }
 

@@ -69,6 +69,7 @@ type Pair struct {
 	promptTokens int
 	hashes       []uint64
 	ctxPred      kvindex.Prediction
+	pinned       pins // the session's pins when the attempt was routed
 
 	// mu guards the flags below: the context phase may end on a goroutine
 	// of its own (DetachContext).
@@ -156,7 +157,7 @@ func (p *Pair) End(o Outcome) {
 	}
 	p.router.share(p.hashes, learned...)
 	if c := p.router.cost; o.GenRan && c != nil {
-		c.succeeded(p.Session, p.Ctx.Endpoint().ID, p.Gen.Endpoint().ID)
+		c.succeeded(p.Session, p.Minted, p.pinned, p.Ctx.Endpoint().ID, p.Gen.Endpoint().ID)
 	}
 }
 
@@ -360,6 +361,7 @@ func (r *Router) Route(req *Request) (*Pair, error) {
 		promptTokens: len(req.Tokens),
 		hashes:       req.Hashes,
 		ctxPred:      ch.ctxPred,
+		pinned:       ch.pinned,
 		router:       r,
 	}, nil
 }

@@ -19,9 +19,12 @@ type SharedState interface {
 	// sessions by rendezvous hashing); any other error is a call that
 	// failed once (the request is routed on this replica's state).
 	Find(key string) (rec SessionRecord, ok bool, err error)
-	// Save records a session's state. It may return before the store has
-	// it, and drops it while the store is down.
-	Save(rec SessionRecord)
+	// Save records a session's state. With wait false it may return before
+	// the store has it; with wait true (a session whose pins changed: its
+	// next turn, through any replica, must find them) it returns once the
+	// store has it or its deadline passed. It drops it while the store is
+	// down.
+	Save(rec SessionRecord, wait bool)
 	// Learned tells the other replicas that the workers with these
 	// identities now hold these blocks (this replica's request left them
 	// there: its ctx and gen workers, one message a request), so that their

@@ -194,22 +194,50 @@ func TestWatchdogCatchesASilentCacheReset(t *testing.T) {
 	d.requireIdle(t)
 }
 
-// A worker whose KV blocks are another size than router.tokens_per_block is
-// caught at its first event, and said so.
+// A worker whose KV blocks cannot be named by duet's (48 tokens against
+// tokens_per_block 32: neither divides the other) is caught, from the size
+// it reports or its first event, and said so.
 func TestWatchdogCatchesABlockSizeMismatch(t *testing.T) {
-	d := startServe(t, serveOptions{policy: "conversation", nCtx: 1, nGen: 2, kvEvents: true, simArgs: `, "--block-size", "16"`})
+	d := startServe(t, serveOptions{policy: "conversation", nCtx: 1, nGen: 2, kvEvents: true, simArgs: `, "--block-size", "48"`})
 	i := 0
-	require.Eventually(t, func() bool { // traffic until the first event arrives
+	require.Eventually(t, func() bool { // traffic until the worker's size or first event is read
 		conversation(t, d, fmt.Sprint("warm-up ", i), 1, nil)
 		i++
 		s, _ := d.signalOf(t, "ctx-0")
 		return s == "fallback"
 	}, 20*time.Second, 10*time.Millisecond)
 	_, why := d.signalOf(t, "ctx-0")
-	require.Equal(t, "its KV block size is 16 tokens, router.tokens_per_block is 32", why)
+	require.Equal(t, "its KV block size is 48 tokens, router.tokens_per_block is 32", why)
 	turns := conversation(t, d, "deserts", 3, nil)
 	for i, turn := range turns[1:] {
 		require.Greater(t, turn.usage.cached(), turn.usage.PromptTokens/2, "turn %d reuses the cache through the estimate", i+1)
+	}
+	d.requireIdle(t)
+}
+
+// Engine blocks finer than duet's (vLLM's 16 tokens against 32) are indexed:
+// two make one of duet's.
+func TestKVEventsOfFinerBlocksAreIndexed(t *testing.T) {
+	d := startServe(t, serveOptions{policy: "conversation", nCtx: 2, nGen: 2, kvEvents: true, simArgs: `, "--block-size", "16"`})
+	msgs := []message{{"system", systemPrompt}}
+	var first chatTurn
+	for i := 0; i < 3; i++ {
+		msgs = append(msgs, message{"user", fmt.Sprintf("Finer blocks, question %d: tell me more.", i)})
+		before := map[string]int{"ctx-0": d.indexed(t, "ctx-0"), "ctx-1": d.indexed(t, "ctx-1")}
+		got := converse(t, d, msgs)
+		require.Equal(t, http.StatusOK, got.status)
+		msgs = append(msgs, message{"assistant", got.reply})
+		require.Eventually(t, func() bool { return d.indexed(t, got.ctx) > before[got.ctx] }, 10*time.Second, 5*time.Millisecond)
+		if i == 0 {
+			first = got
+			continue
+		}
+		require.Equal(t, "cached", got.route, "turn %d", i)
+		require.Equal(t, first.ctx, got.ctx, "turn %d", i)
+		require.Greater(t, got.usage.cached(), got.usage.PromptTokens/2, "turn %d", i)
+	}
+	for id, s := range d.signals(t) {
+		require.Equal(t, "events", s, id)
 	}
 	d.requireIdle(t)
 }

@@ -203,8 +203,22 @@ func (s *Store) findWithWrites(ctx context.Context, args []any) (any, error) {
 }
 
 // Save implements router.SharedState: the record is queued for the writer
-// (Run), never waited for.
-func (s *Store) Save(rec router.SessionRecord) { s.queue(write{rec: rec}) }
+// (Run), or with wait written at once, bounded by the call's timeout.
+func (s *Store) Save(rec router.SessionRecord, wait bool) {
+	if !wait || !s.up.Load() {
+		s.queue(write{rec: rec})
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.Redis.Timeout)
+	defer cancel()
+	s.roundTrip.Add(1)
+	if err := s.client.Set(ctx, s.prefix+"s:"+rec.Key, encodeRecord(rec), s.opts.SessionTTL).Err(); err != nil {
+		s.dropped.Add(1)
+		s.failed(err)
+		return
+	}
+	s.failures.Store(0)
+}
 
 // Learned implements router.SharedState: the blocks are queued for the
 // writer, which publishes them to the other replicas.

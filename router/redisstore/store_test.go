@@ -319,7 +319,7 @@ func TestFindCarriesQueuedWrites(t *testing.T) {
 	a, b := newReplica(t, srv.Addr(), time.Minute), newReplica(t, srv.Addr(), time.Minute)
 	a.syncNow()
 	b.syncNow()
-	a.store.Save(router.SessionRecord{Key: "carried", Ctx: "http://127.0.0.1:9100"}) // no writer runs: only a find sends it
+	a.store.Save(router.SessionRecord{Key: "carried", Ctx: "http://127.0.0.1:9100"}, false) // no writer runs: only a find sends it
 	before := a.store.RoundTrips()
 	_, ok, err := a.store.Find("other")
 	require.NoError(t, err)
@@ -329,4 +329,17 @@ func TestFindCarriesQueuedWrites(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, ok)
 	require.Equal(t, "http://127.0.0.1:9100", rec.Ctx)
+}
+
+// A session whose pins changed is written before Save returns.
+func TestSaveWaitWritesAtOnce(t *testing.T) {
+	srv := redistest.Start(t)
+	a, b := newReplica(t, srv.Addr(), time.Minute), newReplica(t, srv.Addr(), time.Minute)
+	a.syncNow()
+	b.syncNow()
+	a.store.Save(router.SessionRecord{Key: "moved", Ctx: "http://127.0.0.1:9100", Gen: "http://127.0.0.1:9200"}, true) // no writer runs
+	rec, ok, err := b.store.Find("moved")
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, "http://127.0.0.1:9200", rec.Gen)
 }

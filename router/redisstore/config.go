@@ -20,10 +20,12 @@ type Config struct {
 	// them).
 	State string `mapstructure:"state" help:"router state: local (this process) or redis (shared by every replica)"`
 	// LoadInterval is the longest a replica goes without publishing its
-	// load per worker and reading the others' (default 50ms): every call to
-	// Redis does both, and the replica makes a call of its own after this
-	// long without one. It also paces the reconnection attempts while Redis
-	// is down.
+	// load per worker and reading the others' (default 250ms): every call
+	// to Redis does both (a routing call, a write batch), so under traffic
+	// the replicas' loads are as fresh as their requests, and the replica
+	// makes a call of its own only after this long without one (the
+	// heartbeat). It also paces the reconnection attempts while Redis is
+	// down and the reading of admin changes.
 	LoadInterval time.Duration `mapstructure:"load_interval" help:"longest time between two publications of a replica's load (every call to Redis is one)"`
 	// LoadTTL is how long a replica's published load counts after its last
 	// publication: a replica that stops drops out after it (default 1s).
@@ -56,7 +58,7 @@ type RedisConfig struct {
 
 // Defaults returns the default configuration (local state).
 func Defaults() Config {
-	return Config{State: StateLocal, LoadInterval: 50 * time.Millisecond, LoadTTL: time.Second,
+	return Config{State: StateLocal, LoadInterval: 250 * time.Millisecond, LoadTTL: time.Second,
 		Redis: RedisConfig{Address: "127.0.0.1:6379", KeyPrefix: "duet:", Timeout: 25 * time.Millisecond,
 			DialTimeout: 100 * time.Millisecond, PoolSize: 16}}
 }

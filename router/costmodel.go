@@ -221,20 +221,18 @@ func unavailableReason(pinned string, excluded map[string]bool) string {
 }
 
 // succeeded pins session key, pinned to was when its turn was routed, to
-// the pair the turn ran on. With shared state a client's session whose pin
-// changed is saved before the turn ends: its next turn may come through
+// the pair the turn ran on, and returns the record to share (nil without
+// sessions) and whether the store must have it before the turn ends: a
+// client's session whose pin changed, whose next turn may come through
 // another replica at once (a minted id comes back later, if ever).
-func (m *CostModel) succeeded(key string, minted bool, was pins, ctxID, genID string) {
+func (m *CostModel) succeeded(key string, minted bool, was pins, ctxID, genID string) (rec *SessionRecord, wait bool) {
 	if m.sessions == nil || key == "" {
-		return
+		return nil, false
 	}
 	m.mu.Lock()
 	m.sessions.put(key, ctxID, genID, m.now())
 	m.mu.Unlock()
-	if m.shared != nil {
-		wait := !minted && was != pins{ctxID, genID}
-		m.shared.Save(SessionRecord{Key: key, Ctx: m.identityOf(ctxID), Gen: m.identityOf(genID)}, wait)
-	}
+	return &SessionRecord{Key: key, Ctx: m.identityOf(ctxID), Gen: m.identityOf(genID)}, !minted && was != pins{ctxID, genID}
 }
 
 // idOf returns the ID of the pool's worker with the given identity, "" when

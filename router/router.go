@@ -114,7 +114,7 @@ func (p *Pair) ContextDone(ran bool, reportedCached int) {
 	}
 	p.router.learnContext(p.Ctx.Endpoint(), p.hashes, p.ctxPred, p.promptTokens, reportedCached)
 	if ended { // a detached leg that ended after the request: tell the others now
-		p.router.share(p.hashes, p.Ctx.Endpoint())
+		p.router.share(Turn{Blocks: p.hashes}, p.Ctx.Endpoint())
 	}
 }
 
@@ -155,10 +155,11 @@ func (p *Pair) End(o Outcome) {
 		p.router.Cache(p.Gen.Endpoint()).Sent(p.hashes)
 		learned = append(learned, p.Gen.Endpoint())
 	}
-	p.router.share(p.hashes, learned...)
+	t := Turn{Blocks: p.hashes}
 	if c := p.router.cost; o.GenRan && c != nil {
-		c.succeeded(p.Session, p.Minted, p.pinned, p.Ctx.Endpoint().ID, p.Gen.Endpoint().ID)
+		t.Session, t.Wait = c.succeeded(p.Session, p.Minted, p.pinned, p.Ctx.Endpoint().ID, p.Gen.Endpoint().ID)
 	}
+	p.router.share(t, learned...)
 }
 
 // Router picks (ctx, gen) pairs from a Pool with the configured policy and
@@ -214,17 +215,22 @@ func (r *Router) ShareState(s SharedState) {
 	s.OnLearned(r.learnedElsewhere)
 }
 
-// share tells the other replicas, with shared state, that eps now hold
-// blocks hashes (this replica's request left them there): one message.
-func (r *Router) share(hashes []uint64, eps ...*Endpoint) {
-	if r.shared == nil || len(hashes) == 0 || len(eps) == 0 {
+// share tells the other replicas, with shared state, what a request's end
+// changed: t's session, and that eps now hold t.Blocks (this replica's
+// request left them there). One write.
+func (r *Router) share(t Turn, eps ...*Endpoint) {
+	if r.shared == nil {
 		return
 	}
-	ids := make([]string, len(eps))
-	for i, ep := range eps {
-		ids[i] = ep.Identity()
+	if len(t.Blocks) > 0 {
+		for _, ep := range eps {
+			t.Workers = append(t.Workers, ep.Identity())
+		}
 	}
-	r.shared.Learned(ids, hashes)
+	if t.Session == nil && len(t.Workers) == 0 {
+		return
+	}
+	r.shared.Ended(t)
 }
 
 // learnedElsewhere applies what another replica's request left on the

@@ -19,18 +19,14 @@ type SharedState interface {
 	// sessions by rendezvous hashing); any other error is a call that
 	// failed once (the request is routed on this replica's state).
 	Find(key string) (rec SessionRecord, ok bool, err error)
-	// Save records a session's state. With wait false it may return before
-	// the store has it; with wait true (a session whose pins changed: its
-	// next turn, through any replica, must find them) it returns once the
-	// store has it or its deadline passed. It drops it while the store is
-	// down.
-	Save(rec SessionRecord, wait bool)
-	// Learned tells the other replicas that the workers with these
-	// identities now hold these blocks (this replica's request left them
-	// there: its ctx and gen workers, one message a request), so that their
-	// cache index estimates follow every replica's traffic. It may return
-	// before they know, and drops it while the store is down.
-	Learned(identities []string, hashes []uint64)
+	// Ended records what a request's end tells the other replicas, in one
+	// write: its session's pins, and the blocks its workers now hold (so
+	// that their cache index estimates follow every replica's traffic).
+	// Without Wait it may return before the store has it; with Wait (a
+	// session whose pins changed: its next turn, through any replica, must
+	// find them) it returns once the store has it or its deadline passed.
+	// It drops it while the store is down.
+	Ended(t Turn)
 	// OnLearned registers fn to be told what the other replicas learned
 	// (their Learned calls), from one goroutine, in order. Register before
 	// the first Find; fn must not block.
@@ -40,6 +36,18 @@ type SharedState interface {
 // ErrStoreDown is what SharedState.Find returns while the store is known to
 // be unreachable (it recovers on its own).
 var ErrStoreDown = errors.New("shared state store is down")
+
+// Turn is what one request's end tells the other replicas.
+type Turn struct {
+	// Session is the session's record to save; nil: none.
+	Session *SessionRecord
+	// Workers are the identities of the workers that now hold Blocks (the
+	// request's ctx and gen workers); none: nothing learned.
+	Workers []string
+	Blocks  []uint64
+	// Wait asks Ended to return once the store has the turn.
+	Wait bool
+}
 
 // SessionRecord is one session as the replicas share it: the workers its
 // last turn ran on, named by their stable identity (Endpoint.Identity),

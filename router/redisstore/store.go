@@ -178,14 +178,7 @@ func (s *Store) Find(key string) (router.SessionRecord, bool, error) {
 // writes queued meanwhile (the writer sends them at once otherwise: a turn
 // that follows at once through another replica must find them).
 func (s *Store) findWithWrites(ctx context.Context, args []any) (any, error) {
-	var writes []write
-	for len(writes) < saveBatch && len(s.writes) > 0 {
-		select {
-		case w := <-s.writes:
-			writes = append(writes, w)
-		default:
-		}
-	}
+	writes := s.drain(saveBatch)
 	if len(writes) == 0 {
 		return s.call(ctx, findScript, args)
 	}
@@ -202,17 +195,21 @@ func (s *Store) findWithWrites(ctx context.Context, args []any) (any, error) {
 	return found.Result()
 }
 
-// Save implements router.SharedState: the record is queued for the writer
-// (Run), or with wait written at once, bounded by the call's timeout.
-func (s *Store) Save(rec router.SessionRecord, wait bool) {
-	if !wait || !s.up.Load() {
-		s.queue(write{rec: rec})
+// Ended implements router.SharedState: the turn is queued for the writer
+// (Run), or with Wait written at once with whatever else is queued,
+// bounded by the call's timeout.
+func (s *Store) Ended(t router.Turn) {
+	w := write{rec: t.Session, identities: t.Workers, hashes: t.Blocks}
+	if !t.Wait || !s.up.Load() {
+		s.queue(w)
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.Redis.Timeout)
 	defer cancel()
+	pipe := s.client.Pipeline()
+	s.queueWrites(ctx, pipe, append(s.drain(saveBatch-1), w))
 	s.roundTrip.Add(1)
-	if err := s.client.Set(ctx, s.prefix+"s:"+rec.Key, encodeRecord(rec), s.opts.SessionTTL).Err(); err != nil {
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		s.dropped.Add(1)
 		s.failed(err)
 		return
@@ -220,10 +217,17 @@ func (s *Store) Save(rec router.SessionRecord, wait bool) {
 	s.failures.Store(0)
 }
 
-// Learned implements router.SharedState: the blocks are queued for the
-// writer, which publishes them to the other replicas.
-func (s *Store) Learned(identities []string, hashes []uint64) {
-	s.queue(write{identities: identities, hashes: hashes})
+// drain takes up to n queued writes, without waiting.
+func (s *Store) drain(n int) []write {
+	var out []write
+	for len(out) < n && len(s.writes) > 0 {
+		select {
+		case w := <-s.writes:
+			out = append(out, w)
+		default:
+		}
+	}
+	return out
 }
 
 // OnLearned implements router.SharedState.
@@ -317,10 +321,10 @@ func (s *Store) Run(ctx context.Context) {
 	}
 }
 
-// write is one queued write: a session record, or blocks workers learned
-// (identities set).
+// write is one queued write: a session record (nil: none) and the blocks
+// workers learned (identities: none when empty).
 type write struct {
-	rec        router.SessionRecord
+	rec        *router.SessionRecord
 	identities []string
 	hashes     []uint64
 }
@@ -370,10 +374,11 @@ func (s *Store) writeBatch(ctx context.Context, batch []write) {
 // block list published to the other replicas.
 func (s *Store) queueWrites(ctx context.Context, pipe redis.Pipeliner, writes []write) {
 	for _, w := range writes {
+		if w.rec != nil {
+			pipe.Set(ctx, s.prefix+"s:"+w.rec.Key, encodeRecord(*w.rec), s.opts.SessionTTL)
+		}
 		if len(w.identities) > 0 {
 			pipe.Publish(ctx, s.prefix+learnedChannel, encodeLearned(s.replica, w.identities, w.hashes))
-			continue
 		}
-		pipe.Set(ctx, s.prefix+"s:"+w.rec.Key, encodeRecord(w.rec), s.opts.SessionTTL)
 	}
 }

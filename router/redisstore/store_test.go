@@ -53,7 +53,7 @@ func (r *replica) syncNow() { r.store.sync(context.Background()) }
 func (r *replica) saveNow(recs ...router.SessionRecord) {
 	var ws []write
 	for _, rec := range recs {
-		ws = append(ws, write{rec: rec})
+		ws = append(ws, write{rec: &rec})
 	}
 	r.store.writeBatch(context.Background(), ws)
 }
@@ -319,7 +319,7 @@ func TestFindCarriesQueuedWrites(t *testing.T) {
 	a, b := newReplica(t, srv.Addr(), time.Minute), newReplica(t, srv.Addr(), time.Minute)
 	a.syncNow()
 	b.syncNow()
-	a.store.Save(router.SessionRecord{Key: "carried", Ctx: "http://127.0.0.1:9100"}, false) // no writer runs: only a find sends it
+	a.store.Ended(router.Turn{Session: &router.SessionRecord{Key: "carried", Ctx: "http://127.0.0.1:9100"}}) // no writer runs: only a find sends it
 	before := a.store.RoundTrips()
 	_, ok, err := a.store.Find("other")
 	require.NoError(t, err)
@@ -331,13 +331,14 @@ func TestFindCarriesQueuedWrites(t *testing.T) {
 	require.Equal(t, "http://127.0.0.1:9100", rec.Ctx)
 }
 
-// A session whose pins changed is written before Save returns.
-func TestSaveWaitWritesAtOnce(t *testing.T) {
+// A turn whose session's pins changed is written before Ended returns.
+func TestEndedWithWaitWritesAtOnce(t *testing.T) {
 	srv := redistest.Start(t)
 	a, b := newReplica(t, srv.Addr(), time.Minute), newReplica(t, srv.Addr(), time.Minute)
 	a.syncNow()
 	b.syncNow()
-	a.store.Save(router.SessionRecord{Key: "moved", Ctx: "http://127.0.0.1:9100", Gen: "http://127.0.0.1:9200"}, true) // no writer runs
+	a.store.Ended(router.Turn{Session: &router.SessionRecord{Key: "moved", Ctx: "http://127.0.0.1:9100", Gen: "http://127.0.0.1:9200"},
+		Workers: []string{"http://127.0.0.1:9100"}, Blocks: []uint64{7}, Wait: true}) // no writer runs
 	rec, ok, err := b.store.Find("moved")
 	require.NoError(t, err)
 	require.True(t, ok)

@@ -115,6 +115,7 @@ func (m *CostModel) placeCtx(ch *choice, req *Request, cands []*Endpoint, pinned
 	prompt := len(req.Tokens)
 	reusable := max(prompt-1, 0) / m.cfg.TokensPerBlock // engines recompute at least the last token
 	var costs [maxRanked]float64
+	var preds [maxRanked]kvindex.Prediction
 	bestCost, ties, leastCached := 0.0, 0, prompt
 	for i, ep := range cands {
 		pred := m.cache(ep).Match(req.Hashes)
@@ -125,7 +126,7 @@ func (m *CostModel) placeCtx(ch *choice, req *Request, cands []*Endpoint, pinned
 			cost -= float64(m.cfg.StickinessTokens)
 		}
 		if i < maxRanked {
-			costs[i] = cost
+			costs[i], preds[i] = cost, pred
 		}
 		switch {
 		case ch.ctx == nil || cost < bestCost:
@@ -141,13 +142,13 @@ func (m *CostModel) placeCtx(ch *choice, req *Request, cands []*Endpoint, pinned
 				continue
 			}
 			if k == 0 {
-				pred := m.cache(ep).Match(req.Hashes)
-				ch.ctx, ch.ctxPred, ch.ctxCached = ep, pred, min(pred.Blocks(), reusable)*m.cfg.TokensPerBlock
+				ch.ctx, ch.ctxPred, ch.ctxCached = ep, preds[i], min(preds[i].Blocks(), reusable)*m.cfg.TokensPerBlock
 				break
 			}
 			k--
 		}
 	}
+	ch.predicted = true
 	switch {
 	case pinned == "" && ch.ctxCached > leastCached:
 		ch.decision = DecisionCached
@@ -168,25 +169,27 @@ func (m *CostModel) placeCtx(ch *choice, req *Request, cands []*Endpoint, pinned
 // the ctx worker when they can. A sticky turn whose pinned gen worker is
 // unavailable is a re-pin.
 func (m *CostModel) placeGen(ch *choice, req *Request, cands []*Endpoint, pinned string) {
-	if pinned != "" && find(cands, pinned) == nil && ch.decision == DecisionSticky {
+	ep := find(cands, pinned)
+	if pinned != "" && ep == nil && ch.decision == DecisionSticky {
 		ch.decision = DecisionRepin
 		m.stats.addBreak(unavailableReason(pinned, req.ExcludeGen))
 	}
-	if ep := find(cands, pinned); ep != nil && !m.occupied(ep, otherThan(cands, ep)) {
+	switch {
+	case ep != nil && !m.occupied(ep, cands):
 		ch.gen, ch.genCached = ep, m.genCached(ep, req)
 		return
-	} else if ep != nil {
+	case ep != nil:
 		m.stats.addSpill("gen-overload")
-		m.stats.addBreak("spill")
+		m.stats.addBreak(reasonSpill)
 	}
 	turn := int(m.genTurn.Add(1))
 	for i := range cands {
-		ep := cands[(turn+i)%len(cands)]
-		if m.occupied(ep, otherThan(cands, ep)) {
+		c := cands[(turn+i)%len(cands)]
+		if m.occupied(c, cands) {
 			continue
 		}
-		if cached := m.genCached(ep, req); cached > ch.genCached {
-			ch.gen, ch.genCached = ep, cached
+		if cached := m.genCached(c, req); cached > ch.genCached {
+			ch.gen, ch.genCached = c, cached
 		}
 	}
 	if ch.gen == nil {
@@ -200,15 +203,26 @@ func (m *CostModel) genCached(ep *Endpoint, req *Request) int {
 	return m.cache(ep).Match(req.Hashes).Blocks() * m.cfg.TokensPerBlock
 }
 
-// occupied reports whether a gen worker's load (KV occupancy) is past the
-// bound: above spill_min_tokens and above spill_load_factor times the
-// others' mean (never with spill_load_factor 0 or no others).
-func (m *CostModel) occupied(ep *Endpoint, others []*Endpoint) bool {
-	if m.cfg.SpillLoadFactor == 0 || len(others) == 0 {
+// occupied reports whether gen worker ep's load (KV occupancy) is past the
+// bound: above spill_min_tokens and above spill_load_factor times the mean
+// of the other candidates' (never with spill_load_factor 0 or no others).
+// cands may hold ep.
+func (m *CostModel) occupied(ep *Endpoint, cands []*Endpoint) bool {
+	if m.cfg.SpillLoadFactor == 0 {
 		return false
 	}
 	load := ep.Load()
-	return load > m.cfg.SpillMinTokens && float64(load) > m.cfg.SpillLoadFactor*meanLoad(others)
+	if load <= m.cfg.SpillMinTokens {
+		return false
+	}
+	var others, sum int64
+	for _, c := range cands {
+		if c != ep {
+			others++
+			sum += c.Load()
+		}
+	}
+	return others > 0 && float64(load) > m.cfg.SpillLoadFactor*float64(sum)/float64(others)
 }
 
 // unavailableReason says why a pinned worker is not among the candidates:

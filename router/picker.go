@@ -22,6 +22,7 @@ type choice struct {
 	// worker's cache index prediction (the watchdog checks it).
 	ctxCached, genCached int
 	ctxPred              kvindex.Prediction
+	predicted            bool // ctxPred is set (the cost model matched the prompt)
 	// pinned are the session's pins when the request was routed.
 	pinned pins
 	// ctxLease and genLease charge the chosen workers (see charge).

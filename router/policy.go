@@ -80,12 +80,3 @@ func leastLoaded(candidates []*Endpoint, turn uint64) *Endpoint {
 	}
 	return candidates[0] // loads moved between the two scans; any choice is fine
 }
-
-// meanLoad is the average load of the candidates.
-func meanLoad(candidates []*Endpoint) float64 {
-	var sum int64
-	for _, ep := range candidates {
-		sum += ep.Load()
-	}
-	return float64(sum) / float64(len(candidates))
-}

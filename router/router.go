@@ -353,7 +353,7 @@ func (r *Router) Route(req *Request) (*Pair, error) {
 	}
 	ch := r.picker.pick(req, ctxCands, genCands)
 	unclaimProbes(probes, ch.ctx, ch.gen)
-	if ch.ctxPred == (kvindex.Prediction{}) {
+	if !ch.predicted {
 		ch.ctxPred = r.Cache(ch.ctx).Match(req.Hashes) // for the watchdog, under every policy
 	}
 	return &Pair{

@@ -23,6 +23,7 @@ const (
 	reasonUnavailable = "unavailable" // the worker is unhealthy or draining
 	reasonRetry       = "retry"       // a retry excluded the worker after it failed
 	reasonMoved       = "moved"       // another ctx worker was cheaper by more than the pin's weight
+	reasonSpill       = "spill"       // the pinned gen worker was loaded past spill_load_factor
 	reasonStoreDown   = "store_down"  // the shared store was down: the session went where rendezvous hashing puts it
 )
 

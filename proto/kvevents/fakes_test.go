@@ -222,3 +222,23 @@ func (p *rawPub) sync(t *testing.T, sink *recSink, topic string) uint64 {
 	})
 	return seq
 }
+
+// connectedPair starts a publisher on a free loopback port (cfg's endpoints
+// are set here; with replay, a replay socket too) and a subscriber to it,
+// and returns them once the subscriber receives (start: the sequence
+// number of the batch that showed it).
+func connectedPair(t *testing.T, cfg PublisherConfig, replay bool) (*Publisher, *Subscriber, *recSink, uint64) {
+	t.Helper()
+	cfg.Endpoint = "tcp://127.0.0.1:0"
+	if replay {
+		cfg.ReplayEndpoint = "tcp://127.0.0.1:0"
+	}
+	pub := newTestPublisher(t, cfg)
+	scfg := SubscriberConfig{Endpoint: tcp(pub.Addr())}
+	if replay {
+		scfg.ReplayEndpoint = tcp(pub.ReplayAddr())
+	}
+	sink := &recSink{}
+	sub := startSubscriber(t, scfg, sink)
+	return pub, sub, sink, syncPublisher(t, pub, sink, "")
+}

@@ -27,18 +27,7 @@ func TestPublisherSkipResetsSubscriber(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg := PublisherConfig{Endpoint: "tcp://127.0.0.1:0"}
-			if tc.replay {
-				cfg.ReplayEndpoint = "tcp://127.0.0.1:0"
-			}
-			pub := newTestPublisher(t, cfg)
-			scfg := SubscriberConfig{Endpoint: tcp(pub.Addr())}
-			if tc.replay {
-				scfg.ReplayEndpoint = tcp(pub.ReplayAddr())
-			}
-			sink := &recSink{}
-			sub := startSubscriber(t, scfg, sink)
-			start := syncPublisher(t, pub, sink, "")
+			pub, sub, sink, start := connectedPair(t, PublisherConfig{}, tc.replay)
 
 			want := []uint64{start}
 			if tc.lostWire {

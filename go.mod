@@ -3,6 +3,7 @@ module github.com/duet-serve/duet
 go 1.26.0
 
 require (
+	github.com/ardanlabs/jinja v1.8.0
 	github.com/cespare/xxhash/v2 v2.3.0
 	github.com/go-viper/mapstructure/v2 v2.5.0
 	github.com/go-zeromq/zmq4 v0.17.0
@@ -25,6 +26,7 @@ require (
 	go.uber.org/goleak v1.3.0
 	go.uber.org/zap v1.28.0
 	go.yaml.in/yaml/v3 v3.0.6
+	golang.org/x/text v0.42.0
 	google.golang.org/protobuf v1.36.12
 )
 
@@ -63,7 +65,6 @@ require (
 	golang.org/x/net v0.59.0 // indirect
 	golang.org/x/sync v0.23.0 // indirect
 	golang.org/x/sys v0.48.0 // indirect
-	golang.org/x/text v0.42.0 // indirect
 	google.golang.org/genproto/googleapis/api v0.0.0-20260928230214-8a89bd6388cc // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260928230214-8a89bd6388cc // indirect
 	google.golang.org/grpc v1.83.2 // indirect

@@ -98,6 +98,9 @@ func (o *Orchestrator) Config() Config { return o.cfg }
 // Router returns the router in use.
 func (o *Orchestrator) Router() *router.Router { return o.router }
 
+// Tokenizer returns which tokenizer and chat template count the prompts.
+func (o *Orchestrator) Tokenizer() tokenizer.Info { return o.tok.Info() }
+
 // Handle serves one request: validation, admission, routing, both phases,
 // retries. ctx is the client's: when it ends (the client left) every
 // upstream call of the request is cancelled and the request ends with

@@ -157,15 +157,25 @@ func (o *Orchestrator) checkChat(r *openai.ChatRequest, req *Request) error {
 	if err := o.checkLimit(r.Model, r.MaxCompletionTokens, "max_completion_tokens"); err != nil {
 		return err
 	}
+	if err := r.CheckTemplateFields(); err != nil {
+		return badRequest("continue_final_message", "%v", err)
+	}
 	msgs := make([]tokenizer.ChatMessage, len(r.Messages))
-	for i, m := range r.Messages {
+	for i := range r.Messages {
+		m := &r.Messages[i]
 		if !openai.ValidRole(m.Role) {
 			return badRequest(fmt.Sprintf("messages[%d].role", i), "messages[%d].role must be one of %s, got %q",
 				i, strings.Join(openai.Roles, ", "), m.Role)
 		}
-		msgs[i] = tokenizer.ChatMessage{Role: m.Role, Name: m.Name, Content: m.Content.String(), ToolCalls: string(m.ToolCalls)}
+		msgs[i] = tokenizer.ChatMessage{Role: m.Role, Name: m.Name, Content: m.Content.String(), ToolCalls: string(m.ToolCalls),
+			Parts: chatParts(m.Content.Parts), NullContent: m.Content.Null, ToolCallID: optional(m.ToolCallID), Reasoning: m.ReasoningText()}
 	}
-	req.Tokens = o.tok.EncodeChat(msgs)
+	tokens, err := o.tok.EncodeChat(tokenizer.Chat{Messages: msgs, Tools: r.Tools, AddGenerationPrompt: r.GenerationPrompt(),
+		ContinueFinalMessage: r.ContinueFinalMessage, Kwargs: r.ChatTemplateKwargs, AddSpecialTokens: r.AddSpecialTokens})
+	if err != nil {
+		return badRequest("messages", "%v", err)
+	}
+	req.Tokens = tokens
 	req.User, req.CacheSalt = r.User, r.CacheSalt
 	return o.fill(req, r.Model, r.Stream, r.StreamOptions, r.Limit(), limitKey, "messages")
 }
@@ -198,7 +208,7 @@ func (o *Orchestrator) checkCompletion(r *openai.CompletionRequest, req *Request
 	if isTokens {
 		req.Tokens = tokens
 	} else {
-		req.Tokens = o.tok.Encode(text)
+		req.Tokens = o.tok.EncodePrompt(text)
 	}
 	if len(req.Tokens) == 0 {
 		return badRequest("prompt", "prompt must not be empty")
@@ -336,4 +346,25 @@ func CheckID(id string, max int) error {
 		}
 	}
 	return nil
+}
+
+// chatParts returns the parts of list content as the chat template reads
+// them (nil for string content).
+func chatParts(parts []openai.ContentPart) []tokenizer.ChatPart {
+	if parts == nil {
+		return nil
+	}
+	out := make([]tokenizer.ChatPart, len(parts))
+	for i := range parts {
+		out[i] = tokenizer.ChatPart{Type: parts[i].Type, Text: &parts[i].Text}
+	}
+	return out
+}
+
+// optional returns nil for an empty string, else a pointer to it.
+func optional(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
 }

@@ -35,6 +35,7 @@ type serveOptions struct {
 	tracing    string // the tracing section, YAML flow mapping
 	router     string // extra router keys, YAML flow mapping entries ("load_weight: 1")
 	kvEvents   bool   // the sims publish KV events and the router subscribes
+	tokenizer  string // the tokenizer section, YAML flow mapping
 }
 
 func startServe(t *testing.T, o serveOptions) *deployment {
@@ -73,6 +74,7 @@ orchestrator:
 router: {policy: %s%s}
 queue: %s
 tracing: %s
+tokenizer: %s
 fleet:
   run_dir: %s
   health_interval: 200ms
@@ -96,7 +98,7 @@ fleet:
     args: [%s]
     kv_events: %s
     restart: {delay: 100ms, max_delay: 500ms}
-`, port, o.adminToken, o.debugAddr, o.protocol, o.extra, o.policy, routerKeys, queueYAML(o.queue), orEmpty(o.tracing), t.TempDir(),
+`, port, o.adminToken, o.debugAddr, o.protocol, o.extra, o.policy, routerKeys, queueYAML(o.queue), orEmpty(o.tracing), orEmpty(o.tokenizer), t.TempDir(),
 		o.nCtx, ctxBase, ctxSide, args, o.ctxArgs, ctxEvents, o.nGen, genBase, genSide, args, genEvents)
 	path := writeFile(t, "duet.yaml", cfg)
 	p := startDuet(t, "serve", "--config", path)
@@ -168,6 +170,10 @@ type clusterInfo struct {
 		State string
 		URL   string
 	} `json:"fleet"`
+	Tokenizer struct {
+		Tokenizer    string `json:"tokenizer"`
+		ChatTemplate string `json:"chat_template"`
+	} `json:"tokenizer"`
 }
 
 // workerCache is the KV cache size the router assumes for a worker, and

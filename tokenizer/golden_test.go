@@ -44,7 +44,7 @@ func TestEncodeGolden(t *testing.T) {
 			hashes := BlockHashes(ids, 4)
 			require.Equal(t, tc.block, hashes[len(hashes)-1], "block hashes changed")
 			if tc.text == "typical chat" {
-				require.Equal(t, ids, tok.EncodeChat(fixtureChat(t)))
+				require.Equal(t, ids, encodeChat(t, tok, fixtureChat(t)))
 			}
 		})
 	}

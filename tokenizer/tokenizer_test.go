@@ -92,8 +92,8 @@ func TestEncodeChatEqualsWholeEncoding(t *testing.T) {
 	for name, msgs := range conversations {
 		t.Run(name, func(t *testing.T) {
 			whole := tok.Encode(RenderChat(msgs))
-			require.Equal(t, whole, tok.EncodeChat(msgs))
-			require.Equal(t, whole, tok.EncodeChat(msgs), "second call served from cache")
+			require.Equal(t, whole, encodeChat(t, tok, msgs))
+			require.Equal(t, whole, encodeChat(t, tok, msgs), "second call served from cache")
 		})
 	}
 }
@@ -101,9 +101,9 @@ func TestEncodeChatEqualsWholeEncoding(t *testing.T) {
 func TestEncodeChatCacheHitsOnlyNewMessages(t *testing.T) {
 	tok := newTestTokenizer(t, Defaults())
 	msgs := syntheticChat(6, 50, 2) // 13 messages
-	tok.EncodeChat(msgs[:11])
+	encodeChat(t, tok, msgs[:11])
 	hits0, misses0 := tok.CacheStats()
-	tok.EncodeChat(msgs)
+	encodeChat(t, tok, msgs)
 	hits, misses := tok.CacheStats()
 	require.Equal(t, uint64(2), misses-misses0, "only the two new messages are tokenized")
 	require.Equal(t, uint64(12), hits-hits0, "eleven old messages and the generation prompt are cache hits")
@@ -112,7 +112,7 @@ func TestEncodeChatCacheHitsOnlyNewMessages(t *testing.T) {
 func TestDisabledCacheStillEncodes(t *testing.T) {
 	tok := newTestTokenizer(t, Config{Encoding: "cl100k_base"})
 	msgs := syntheticChat(3, 20, 3)
-	require.Equal(t, tok.Encode(RenderChat(msgs)), tok.EncodeChat(msgs))
+	require.Equal(t, tok.Encode(RenderChat(msgs)), encodeChat(t, tok, msgs))
 	hits, misses := tok.CacheStats()
 	require.Zero(t, hits+misses)
 }
@@ -150,7 +150,7 @@ func TestConcurrentEncodeChat(t *testing.T) {
 		go func(g int) {
 			defer wg.Done()
 			for i := 0; i < 20; i++ {
-				require.Equal(t, want, tok.EncodeChat(msgs))
+				require.Equal(t, want, encodeChat(t, tok, msgs))
 			}
 		}(g)
 	}
@@ -188,4 +188,13 @@ func sentence(rng *rand.Rand, n int) string {
 		b.WriteString(words[rng.Intn(len(words))])
 	}
 	return b.String()
+}
+
+// encodeChat is EncodeChat of msgs with the generation prompt, failing tb
+// on an error.
+func encodeChat(tb testing.TB, tok *Tokenizer, msgs []ChatMessage) []int {
+	tb.Helper()
+	tokens, err := tok.EncodeChat(Conversation(msgs))
+	require.NoError(tb, err)
+	return tokens
 }

@@ -22,7 +22,7 @@ const vllmKVTransferConfig = `{"kv_connector":"NixlConnector","kv_role":"kv_both
 // Command lines (H host, P port, S side port, M model, D run dir, N name):
 //
 //	sim:     <duet> sim --role context|generation --host H --port P --protocol <proto>
-//	         [--bootstrap-port S (protocol sglang, context workers)] [--model M]
+//	         [--bootstrap-port S (protocol sglang, context workers)] [--model M] [SimArgs]
 //	trtllm:  trtllm-serve M --host H --port P --config D/N.yaml
 //	vllm:    vllm serve M --host H --port P --kv-transfer-config '{"kv_connector":"NixlConnector","kv_role":"kv_both"}' [--config D/N.yaml]
 //	         with VLLM_NIXL_SIDE_CHANNEL_PORT=S
@@ -54,6 +54,7 @@ func buildCommand(s *WorkerSpec, p PoolConfig, runDir string, opts Options) ([]F
 		if p.Model != "" {
 			argv = append(argv, "--model", p.Model)
 		}
+		argv = append(argv, opts.SimArgs...)
 	case EngineTRTLLM:
 		content, err := trtllmWorkerConfig(s, p.EngineConfig)
 		if err != nil {

@@ -25,6 +25,10 @@ type Options struct {
 	// `--protocol` (default "trtllm"). With SimProtocolSGLang a context
 	// worker also gets `--bootstrap-port` (its side port).
 	SimProtocol string
+	// SimArgs are appended to every sim worker's command line before the
+	// pool's args: the frontend's tokenizer flags, so that simulated workers
+	// count the tokens the frontend counts.
+	SimArgs []string
 	// Logger receives fleet events (key "worker") and, at debug level, every
 	// line the workers print. Nil: no logging.
 	Logger *zap.Logger

@@ -47,6 +47,9 @@ func TestPlanGolden(t *testing.T) {
 		mutate func(c *Config)
 	}{
 		{"sim", nil, func(c *Config) {}},
+		{"sim_tokenizer", func(o *Options) {
+			o.SimArgs = []string{"--tokenizer-source", "/models/Llama-3.1-8B-Instruct"}
+		}, func(c *Config) { c.Generation.Args = []string{"--time-scale", "0.1"} }},
 		{"trtllm", nil, func(c *Config) {
 			c.GPUs = []string{"0", "1", "2", "3"}
 			for _, p := range []*PoolConfig{&c.Context, &c.Generation} {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -93,7 +94,7 @@ func defineBenchFlags(fs *pflag.FlagSet, f *benchFlags) {
 	fs.Float64Var(&f.timeoutSecs, "request-timeout-seconds", c.RequestTimeout.Seconds(), "timeout of one request, body included")
 	fs.BoolVar(&c.LegacyMaxTokens, "use-legacy-max-tokens", false, "send max_tokens instead of max_completion_tokens on chat")
 	fs.StringArrayVar(&f.extras, "extra-inputs", nil, "extra body field key:value, JSON-typed (e.g. ignore_eos:true; repeatable, or a JSON object)")
-	fs.StringVar(&f.tokenizer, "tokenizer", "cl100k_base", "duet tokenizer encoding for the corpus and the oracle (cl100k_base, o200k_base; other names fall back to cl100k_base)")
+	fs.StringVar(&f.tokenizer, "tokenizer", "cl100k_base", "tokenizer for the corpus, the token counts and the oracle: a model directory or tokenizer file (as tokenizer.source), or cl100k_base, o200k_base; other names (a hub model id) fall back to cl100k_base")
 
 	// Workload.
 	fs.IntVar(&c.NumSessions, "num-sessions", 0, "sessions to run (synthetic: also to generate)")
@@ -198,12 +199,7 @@ func runBench(cmd *cobra.Command, f *benchFlags) error {
 		return err
 	}
 	stderr := cmd.ErrOrStderr()
-	enc := f.tokenizer
-	if enc != "cl100k_base" && enc != "o200k_base" {
-		fmt.Fprintf(stderr, "duet bench: --tokenizer %q is not a duet encoding; using cl100k_base\n", enc)
-		enc = "cl100k_base"
-	}
-	tok, err := tokenizer.New(tokenizer.Config{Encoding: enc, MessageCacheSize: 1 << 16})
+	tok, err := benchTokenizer(f.tokenizer, stderr)
 	if err != nil {
 		return err
 	}
@@ -306,4 +302,22 @@ merged into one column of medians.`,
 	}
 	cmd.Flags().BoolVar(&markdown, "markdown", false, "print a Markdown table")
 	return cmd
+}
+
+// benchTokenizer returns the tokenizer --tokenizer names: a built-in
+// encoding, or a local model directory or tokenizer file. aiperf's
+// --tokenizer also takes a Hugging Face hub id; duet downloads nothing, so
+// a name that is neither falls back to cl100k_base with a warning.
+func benchTokenizer(name string, stderr io.Writer) (*tokenizer.Tokenizer, error) {
+	cfg := tokenizer.Config{Encoding: "cl100k_base", MessageCacheSize: 1 << 16}
+	switch _, statErr := os.Stat(name); {
+	case slices.Contains(tokenizer.Encodings, name):
+		cfg.Encoding = name
+	case statErr == nil:
+		cfg.Source = name
+	default:
+		fmt.Fprintf(stderr, "duet: --tokenizer %q is neither a built-in encoding (%s) nor a local model directory or file; using cl100k_base\n",
+			name, strings.Join(tokenizer.Encodings, ", "))
+	}
+	return tokenizer.New(cfg)
 }

@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -11,6 +13,7 @@ import (
 	"github.com/duet-serve/duet/orchestrator/protocol/sglang"
 	"github.com/duet-serve/duet/orchestrator/protocol/vllm"
 	"github.com/duet-serve/duet/router"
+	"github.com/duet-serve/duet/tokenizer"
 	"github.com/duet-serve/duet/workers"
 	"github.com/duet-serve/duet/workers/sim"
 )
@@ -112,4 +115,31 @@ func checkSimProtocol(cfg Config) error {
 			cfg.Orchestrator.Protocol, strings.Join(sim.Protocols, ", "))
 	}
 	return nil
+}
+
+// simTokenizerArgs are the tokenizer flags of launched sim workers: the
+// frontend's model tokenizer and template, as absolute paths (a worker
+// runs in its own directory), so both sides count the same tokens. The
+// built-in encoding needs none: it is the sim's default too.
+func simTokenizerArgs(cfg tokenizer.Config) ([]string, error) {
+	var args []string
+	if cfg.Source != "" {
+		abs, err := filepath.Abs(cfg.Source)
+		if err != nil {
+			return nil, fmt.Errorf("tokenizer.source: %w", err)
+		}
+		args = append(args, "--tokenizer-source", abs)
+	}
+	if t := cfg.ChatTemplate; t != "" {
+		if _, err := os.Stat(t); err == nil {
+			if t, err = filepath.Abs(t); err != nil {
+				return nil, fmt.Errorf("tokenizer.chat_template: %w", err)
+			}
+		}
+		args = append(args, "--tokenizer-chat-template", t)
+	}
+	if cfg.Encoding != tokenizer.Defaults().Encoding {
+		args = append(args, "--tokenizer-encoding", cfg.Encoding)
+	}
+	return args, nil
 }

@@ -1,12 +1,15 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/duet-serve/duet/proto/disagg"
 	"github.com/duet-serve/duet/router"
+	"github.com/duet-serve/duet/tokenizer"
 	"github.com/duet-serve/duet/workers"
 )
 
@@ -63,4 +66,27 @@ func TestCacheSizeReadersByEngineAndProtocol(t *testing.T) {
 		require.NoError(t, err, "%s under %s", tc.engine, tc.protocol)
 		require.Equal(t, tc.want, n, "%s under %s", tc.engine, tc.protocol)
 	}
+}
+
+// Launched sims count the frontend's tokens: they get its tokenizer as
+// absolute paths, a template name as it is, and a non-default encoding.
+func TestSimTokenizerArgs(t *testing.T) {
+	args, err := simTokenizerArgs(tokenizer.Defaults())
+	require.NoError(t, err)
+	require.Empty(t, args, "the built-in default needs no flags")
+
+	dir := t.TempDir()
+	t.Chdir(dir)
+	require.NoError(t, os.WriteFile("tool_use.jinja", []byte("{{ messages }}"), 0o644))
+	cfg := tokenizer.Defaults()
+	cfg.Source, cfg.ChatTemplate, cfg.Encoding = "model", "tool_use.jinja", "o200k_base"
+	args, err = simTokenizerArgs(cfg)
+	require.NoError(t, err)
+	require.Equal(t, []string{"--tokenizer-source", filepath.Join(dir, "model"),
+		"--tokenizer-chat-template", filepath.Join(dir, "tool_use.jinja"), "--tokenizer-encoding", "o200k_base"}, args)
+
+	cfg.ChatTemplate = "tool_use" // a name in the model's tokenizer_config.json
+	args, err = simTokenizerArgs(cfg)
+	require.NoError(t, err)
+	require.Contains(t, args, "tool_use")
 }

@@ -46,7 +46,11 @@ and generated files instead of starting anything.`,
 }
 
 func runLaunch(ctx context.Context, out io.Writer, cfg Config, f launchFlags, log *zap.Logger) error {
-	opts := workers.Options{SimProtocol: cfg.Orchestrator.Protocol, Logger: log.Named("fleet")}
+	simArgs, err := simTokenizerArgs(cfg.Tokenizer)
+	if err != nil {
+		return err
+	}
+	opts := workers.Options{SimProtocol: cfg.Orchestrator.Protocol, SimArgs: simArgs, Logger: log.Named("fleet")}
 	if f.dryRun {
 		plan, err := workers.NewPlan(cfg.Fleet, opts) // creates nothing
 		if err != nil {

@@ -125,8 +125,11 @@ func runReplay(cmd *cobra.Command, f *replayFlags, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	tok, err := tokenizer.New(tokenizer.Config{Encoding: "cl100k_base", MessageCacheSize: 1 << 16})
+	tok, err := benchTokenizer(f.bench.tokenizer, cmd.ErrOrStderr())
 	if err != nil {
+		return err
+	}
+	if err := loadgen.CheckTemplate(tok, wl.EndpointType); err != nil {
 		return err
 	}
 	out, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()

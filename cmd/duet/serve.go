@@ -38,6 +38,7 @@ workers and the frontend on 127.0.0.1:8000.`,
 	bindSectionFlags(cmd.Flags(), a.v, "server", frontend.Defaults(), "")
 	bindSectionFlags(cmd.Flags(), a.v, "router", router.Defaults(), "")
 	bindSectionFlags(cmd.Flags(), a.v, "cluster", redisstore.Defaults(), "cluster-")
+	bindSectionFlags(cmd.Flags(), a.v, "tokenizer", tokenizer.Defaults(), "tokenizer-")
 	return cmd
 }
 
@@ -59,8 +60,12 @@ func runServe(ctx context.Context, cfg Config, log *zap.Logger) error {
 		return err
 	}
 	defer stopDebug()
-	fleet, err := workers.New(cfg.Fleet, workers.Options{SimProtocol: cfg.Orchestrator.Protocol, Logger: log.Named("fleet"),
-		CacheSize: cacheSizeReaders(cfg.Orchestrator.Protocol)})
+	simArgs, err := simTokenizerArgs(cfg.Tokenizer)
+	if err != nil {
+		return err
+	}
+	fleet, err := workers.New(cfg.Fleet, workers.Options{SimProtocol: cfg.Orchestrator.Protocol, SimArgs: simArgs,
+		Logger: log.Named("fleet"), CacheSize: cacheSizeReaders(cfg.Orchestrator.Protocol)})
 	if err != nil {
 		return err
 	}
@@ -115,7 +120,8 @@ func runServe(ctx context.Context, cfg Config, log *zap.Logger) error {
 	go func() { defer close(feedDone); feed.Run(syncCtx) }()
 	defer func() { cancelSync(); <-feedDone }()
 	log.Info("duet serving", zap.String("url", "http://"+ln.Addr().String()), zap.String("protocol", cfg.Orchestrator.Protocol),
-		zap.String("policy", cfg.Router.Policy), zap.String("state", cfg.Cluster.State), zap.Strings("models", servedModels(cfg)))
+		zap.String("policy", cfg.Router.Policy), zap.String("state", cfg.Cluster.State), zap.Strings("models", servedModels(cfg)),
+		zap.String("tokenizer", tok.Info().Tokenizer), zap.String("chat_template", tok.Info().ChatTemplate))
 	return srv.Serve(ctx, ln)
 }
 

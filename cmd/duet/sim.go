@@ -22,6 +22,7 @@ Every sim.* config key is also a flag; --time-scale shrinks all modelled times.`
 		RunE: func(cmd *cobra.Command, _ []string) error { return a.runWith(cmd, nil, runSim) },
 	}
 	bindSectionFlags(cmd.Flags(), a.v, "sim", sim.Defaults(), "")
+	bindSectionFlags(cmd.Flags(), a.v, "tokenizer", tokenizer.Defaults(), "tokenizer-")
 	return cmd
 }
 
@@ -39,6 +40,7 @@ func runSim(ctx context.Context, cfg Config, log *zap.Logger) error {
 		return err
 	}
 	log.Info("sim worker listening", zap.String("addr", ln.Addr().String()),
-		zap.String("role", cfg.Sim.Role), zap.String("protocol", cfg.Sim.Protocol), zap.String("model", cfg.Sim.Model))
+		zap.String("role", cfg.Sim.Role), zap.String("protocol", cfg.Sim.Protocol), zap.String("model", cfg.Sim.Model),
+		zap.String("tokenizer", tok.Info().Tokenizer), zap.String("chat_template", tok.Info().ChatTemplate))
 	return srv.Serve(ctx, ln)
 }

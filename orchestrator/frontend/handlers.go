@@ -305,7 +305,7 @@ func (s *Server) clusterInfo(ctx *fasthttp.RequestCtx) {
 			KVCacheTokens: cacheTokens, KVCacheSource: cacheSource, KVBlockSize: ep.KVBlockSize(), CacheSignal: string(signal), CacheSignalReason: why, IndexedBlocks: estimate})
 	}
 	info := map[string]any{"workers": workers, "protocol": s.opts.Orchestrator.Config().Protocol,
-		"policy": rt.Policy(), "sessions": rt.Sessions()}
+		"policy": rt.Policy(), "sessions": rt.Sessions(), "tokenizer": s.opts.Orchestrator.Tokenizer()}
 	if s.opts.Fleet != nil {
 		info["fleet"] = s.opts.Fleet()
 	}

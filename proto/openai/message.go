@@ -22,6 +22,19 @@ type Message struct {
 	Name       string          `json:"name,omitempty"`
 	ToolCalls  json.RawMessage `json:"tool_calls,omitempty"`
 	ToolCallID string          `json:"tool_call_id,omitempty"`
+	// Reasoning is an assistant's reasoning sent back in the history
+	// (vLLM reads "reasoning" and the older "reasoning_content"); chat
+	// templates such as Qwen3's render it.
+	Reasoning        *string `json:"reasoning,omitempty"`
+	ReasoningContent *string `json:"reasoning_content,omitempty"`
+}
+
+// ReasoningText returns the message's reasoning, or nil when it has none.
+func (m *Message) ReasoningText() *string {
+	if m.Reasoning != nil {
+		return m.Reasoning
+	}
+	return m.ReasoningContent
 }
 
 // Content is a message's content: plain text or a list of parts.

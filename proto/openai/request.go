@@ -31,6 +31,37 @@ type ChatRequest struct {
 	// PromptTokenIDs is set by the orchestrator on a TensorRT-LLM
 	// generation-only leg: the token ids the context worker prefilled.
 	PromptTokenIDs []int `json:"prompt_token_ids,omitempty"`
+	ChatTemplateFields
+}
+
+// ChatTemplateFields are the fields of a chat request that the model's
+// chat template reads, as vLLM's ChatCompletionRequest defines them
+// (vllm/entrypoints/openai/protocol.py, v0.11): the tools, whether the
+// prompt ends with the assistant's generation prompt (default true) or
+// continues the final message, extra template variables, and whether the
+// tokenizer adds its special tokens (BOS) to the rendered prompt (default
+// false: templates write them). SGLang reads the same names.
+type ChatTemplateFields struct {
+	Tools                json.RawMessage            `json:"tools,omitempty"`
+	AddGenerationPrompt  *bool                      `json:"add_generation_prompt,omitempty"`
+	ContinueFinalMessage bool                       `json:"continue_final_message,omitempty"`
+	ChatTemplateKwargs   map[string]json.RawMessage `json:"chat_template_kwargs,omitempty"`
+	AddSpecialTokens     bool                       `json:"add_special_tokens,omitempty"`
+}
+
+// GenerationPrompt reports whether the rendered prompt ends with the
+// assistant's generation prompt: add_generation_prompt, default true.
+func (f *ChatTemplateFields) GenerationPrompt() bool {
+	return f.AddGenerationPrompt == nil || *f.AddGenerationPrompt
+}
+
+// CheckTemplateFields rejects what vLLM rejects: continue_final_message
+// with an explicit add_generation_prompt true.
+func (f *ChatTemplateFields) CheckTemplateFields() error {
+	if f.ContinueFinalMessage && f.AddGenerationPrompt != nil && *f.AddGenerationPrompt {
+		return errors.New("cannot set both `continue_final_message` and `add_generation_prompt` to true")
+	}
+	return nil
 }
 
 // CompletionRequest is a POST /v1/completions body.

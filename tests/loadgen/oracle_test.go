@@ -4,6 +4,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/duet-serve/duet/tokenizer"
 )
 
 // seq returns n tokens start, start+1, ...
@@ -54,7 +56,7 @@ func TestOracleOnRealPrompts(t *testing.T) {
 	var prev []int
 	for k := range sess.Turns {
 		msgs := conv.messages(k)
-		tokens := tok.EncodeChat(msgs)
+		tokens := encodeChat(t, tok, msgs)
 		hit := o.Observe(tokens)
 		if k > 0 {
 			require.Equal(t, len(prev)/32*32, hit, "turn %d reuses every full block of turn %d's prompt", k, k-1)
@@ -62,4 +64,13 @@ func TestOracleOnRealPrompts(t *testing.T) {
 		prev = tokens
 		conv.answered(k, "A reply of a few words.")
 	}
+}
+
+// encodeChat is the tokens of msgs as a chat request's prompt, failing tb
+// on an error.
+func encodeChat(tb testing.TB, tok *tokenizer.Tokenizer, msgs []tokenizer.ChatMessage) []int {
+	tb.Helper()
+	tokens, err := tok.EncodeChat(tokenizer.Conversation(msgs))
+	require.NoError(tb, err)
+	return tokens
 }

@@ -58,10 +58,30 @@ func plainPrompt(msgs []tokenizer.ChatMessage) string {
 // ChatML rendering for chat (tokenized per message, cached), the plain
 // prompt for completions.
 func promptTokens(tok *tokenizer.Tokenizer, endpoint string, msgs []tokenizer.ChatMessage) []int {
+	tokens, _ := encodePrompt(tok, endpoint, msgs) // Run checked that chats render
+	return tokens
+}
+
+// encodePrompt is promptTokens with the chat template's error: the
+// model has none, or refuses the conversation's shape.
+func encodePrompt(tok *tokenizer.Tokenizer, endpoint string, msgs []tokenizer.ChatMessage) ([]int, error) {
 	if endpoint == EndpointCompletions {
-		return tok.Encode(plainPrompt(msgs))
+		return tok.EncodePrompt(plainPrompt(msgs)), nil
 	}
-	return tok.EncodeChat(msgs)
+	return tok.EncodeChat(tokenizer.Conversation(msgs))
+}
+
+// CheckTemplate renders a conversation of the workload's shape (a system
+// message, two user turns and a reply) so that a tokenizer whose template
+// cannot render the workload's chats fails the run before it starts,
+// rather than counting every prompt as empty.
+func CheckTemplate(tok *tokenizer.Tokenizer, endpoint string) error {
+	msgs := []tokenizer.ChatMessage{{Role: "system", Content: "s"}, {Role: "user", Content: "u"},
+		{Role: "assistant", Content: "a"}, {Role: "user", Content: "u"}}
+	if _, err := encodePrompt(tok, endpoint, msgs); err != nil {
+		return fmt.Errorf("loadgen: the tokenizer cannot count this workload's prompts (%w); use --endpoint-type completions or another --tokenizer", err)
+	}
+	return nil
 }
 
 // jsonField is one member of a JSON object written in order.

@@ -64,6 +64,9 @@ func Run(ctx context.Context, cfg Config, opts Options) (*Result, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	if err := CheckTemplate(opts.Tokenizer, cfg.EndpointType); err != nil {
+		return nil, err
+	}
 	if !cfg.SeedSet {
 		cfg.Seed, cfg.SeedSet = uint64(time.Now().UnixNano()), true
 	}

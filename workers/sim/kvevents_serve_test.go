@@ -156,7 +156,7 @@ func TestKVEventsStoredMatchesServedRequest(t *testing.T) {
 	resp := decodeChat(t, post(t, w.url+"/v1/chat/completions", chatReq(content, map[string]any{"max_tokens": 6, "ignore_eos": true})))
 	require.Equal(t, 6, resp.Usage.CompletionTokens)
 	// The orchestrator's tokenization (orchestrator/request.go checkChat).
-	prompt := tok.EncodeChat([]tokenizer.ChatMessage{{Role: "user", Content: content}})
+	prompt := encodeChat(t, tok, []tokenizer.ChatMessage{{Role: "user", Content: content}})
 	require.Equal(t, len(prompt), resp.Usage.PromptTokens)
 
 	var first *kvevents.BlockStored

@@ -132,23 +132,50 @@ func (s *Server) decodeChat(j *job, body []byte) (common, engineFields, *httpErr
 	if len(r.Messages) == 0 {
 		return c, r.engineFields, badRequest("messages", "messages: required, must be a non-empty array")
 	}
-	msgs := make([]tokenizer.ChatMessage, len(r.Messages))
-	for i, m := range r.Messages {
-		if !openai.ValidRole(m.Role) {
-			return c, r.engineFields, badRequest(fmt.Sprintf("messages[%d].role", i),
-				"messages[%d].role: unknown role %q (valid: %s)", i, m.Role, strings.Join(openai.Roles, ", "))
-		}
-		msgs[i] = tokenizer.ChatMessage{Role: m.Role, Name: m.Name, Content: m.Content.String(), ToolCalls: string(m.ToolCalls)}
+	if err := r.CheckTemplateFields(); err != nil {
+		return c, r.engineFields, badRequest("continue_final_message", "%v", err)
 	}
 	if len(r.PromptTokenIDs) > 0 {
 		if herr := checkTokenIDs("prompt_token_ids", r.PromptTokenIDs); herr != nil {
 			return c, r.engineFields, herr
 		}
 		j.prompt = r.PromptTokenIDs
-	} else {
-		j.prompt = s.tok.EncodeChat(msgs)
+		return c, r.engineFields, nil
+	}
+	chat := tokenizer.Chat{Messages: make([]tokenizer.ChatMessage, len(r.Messages)), Tools: r.Tools,
+		AddGenerationPrompt: r.GenerationPrompt(), ContinueFinalMessage: r.ContinueFinalMessage,
+		Kwargs: r.ChatTemplateKwargs, AddSpecialTokens: r.AddSpecialTokens}
+	for i := range r.Messages {
+		if herr := templateMessage(&r.Messages[i], i, &chat.Messages[i]); herr != nil {
+			return c, r.engineFields, herr
+		}
+	}
+	var err error
+	if j.prompt, err = s.tok.EncodeChat(chat); err != nil {
+		return c, r.engineFields, badRequest("messages", "%v", err)
 	}
 	return c, r.engineFields, nil
+}
+
+// templateMessage fills out with message i as the chat template reads it,
+// or refuses an unknown role.
+func templateMessage(m *openai.Message, i int, out *tokenizer.ChatMessage) *httpError {
+	if !openai.ValidRole(m.Role) {
+		return badRequest(fmt.Sprintf("messages[%d].role", i),
+			"messages[%d].role: unknown role %q (valid: %s)", i, m.Role, strings.Join(openai.Roles, ", "))
+	}
+	*out = tokenizer.ChatMessage{Role: m.Role, Name: m.Name, Content: m.Content.String(), ToolCalls: string(m.ToolCalls),
+		NullContent: m.Content.Null, Reasoning: m.ReasoningText()}
+	if m.ToolCallID != "" {
+		out.ToolCallID = &m.ToolCallID
+	}
+	if m.Content.Parts != nil {
+		out.Parts = make([]tokenizer.ChatPart, 0, len(m.Content.Parts))
+	}
+	for k := range m.Content.Parts {
+		out.Parts = append(out.Parts, tokenizer.ChatPart{Type: m.Content.Parts[k].Type, Text: &m.Content.Parts[k].Text})
+	}
+	return nil
 }
 
 func (s *Server) decodeCompletion(j *job, body []byte) (common, engineFields, *httpError) {
@@ -174,7 +201,7 @@ func (s *Server) decodeCompletion(j *job, body []byte) (common, engineFields, *h
 		}
 		j.prompt = tokens
 	} else {
-		j.prompt = s.tok.Encode(text)
+		j.prompt = s.tok.EncodePrompt(text)
 	}
 	if len(j.prompt) == 0 {
 		return c, r.engineFields, badRequest("prompt", "prompt: must not be empty")

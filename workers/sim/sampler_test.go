@@ -68,12 +68,12 @@ func TestReplyExtendsPromptTokens(t *testing.T) {
 			v := testVocab(t, enc)
 			tok := testTokenizer(t, enc)
 			turn1 := []tokenizer.ChatMessage{{Role: "system", Content: "You are terse."}, {Role: "user", Content: "Tell me a story."}}
-			p1 := tok.EncodeChat(turn1)
+			p1 := encodeChat(t, tok, turn1)
 			reply := sample(v, samplerSpec{prompt: p1, ignoreEOS: true}, 300)
 			turn2 := append(append([]tokenizer.ChatMessage{}, turn1...),
 				tokenizer.ChatMessage{Role: "assistant", Content: tok.Decode(reply)},
 				tokenizer.ChatMessage{Role: "user", Content: "And then?"})
-			p2 := tok.EncodeChat(turn2)
+			p2 := encodeChat(t, tok, turn2)
 			want := append(append([]int{}, p1...), reply...)
 			require.Equal(t, want, p2[:len(want)])
 		})
@@ -162,4 +162,13 @@ func TestStopper(t *testing.T) {
 			require.Equal(t, tt.stopped, stopped)
 		})
 	}
+}
+
+// encodeChat is the tokens of msgs as a chat request's prompt, failing tb
+// on an error.
+func encodeChat(tb testing.TB, tok *tokenizer.Tokenizer, msgs []tokenizer.ChatMessage) []int {
+	tb.Helper()
+	tokens, err := tok.EncodeChat(tokenizer.Conversation(msgs))
+	require.NoError(tb, err)
+	return tokens
 }

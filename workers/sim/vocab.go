@@ -22,9 +22,6 @@ type vocab struct {
 	eos    int
 }
 
-// eosTokens maps an encoding to its end-of-text token id.
-var eosTokens = map[string]int{"cl100k_base": 100257, "o200k_base": 199999}
-
 // minVocab is the fewest words that make the text varied enough.
 const minVocab = 64
 
@@ -43,9 +40,9 @@ others level office door health person art war history party result change morni
 girl guy moment air teacher force education`
 
 func newVocab(tok *tokenizer.Tokenizer) (*vocab, error) {
-	v := &vocab{index: make(map[int]int), tok: tok, eos: eosTokens[tok.Encoding()]}
-	if v.eos == 0 {
-		v.eos = eosTokens["cl100k_base"]
+	v := &vocab{index: make(map[int]int), tok: tok, eos: tok.EOS()}
+	if v.eos < 0 {
+		return nil, fmt.Errorf("vocab: tokenizer %s names no end-of-sequence token", tok.Info().Tokenizer)
 	}
 	for _, w := range strings.Fields(vocabWords) {
 		text := " " + w
@@ -66,7 +63,7 @@ func newVocab(tok *tokenizer.Tokenizer) (*vocab, error) {
 		v.quoted = append(v.quoted, q)
 	}
 	if len(v.ids) < minVocab {
-		return nil, fmt.Errorf("vocab: only %d single-token words in encoding %s, need %d", len(v.ids), tok.Encoding(), minVocab)
+		return nil, fmt.Errorf("vocab: only %d single-token words in tokenizer %s, need %d", len(v.ids), tok.Info().Tokenizer, minVocab)
 	}
 	return v, nil
 }

@@ -1,6 +1,0 @@
-package tokenizer
-
-import (
-	_ "github.com/ardanlabs/jinja"
-	_ "golang.org/x/text/unicode/norm"
-)

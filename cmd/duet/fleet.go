@@ -143,3 +143,25 @@ func simTokenizerArgs(cfg tokenizer.Config) ([]string, error) {
 	}
 	return args, nil
 }
+
+// modelTokenizer returns cfg's tokenizer config with its source filled in
+// from the fleet when it has none: the model directory the launched
+// engines (vllm, sglang, trtllm) load, when it is a local directory with a
+// tokenizer.json, so a launched fleet needs no second setting. A hub id
+// (nothing on disk) leaves the built-in encoding.
+func modelTokenizer(cfg Config) tokenizer.Config {
+	tc := cfg.Tokenizer
+	if tc.Source != "" {
+		return tc
+	}
+	for _, p := range []workers.PoolConfig{cfg.Fleet.Context, cfg.Fleet.Generation} {
+		if p.Engine == workers.EngineSim || p.Engine == workers.EngineCommand || p.Model == "" {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(p.Model, "tokenizer.json")); err == nil {
+			tc.Source = p.Model
+			return tc
+		}
+	}
+	return tc
+}

@@ -90,3 +90,19 @@ func TestSimTokenizerArgs(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, args, "tool_use")
 }
+
+// A launched vLLM fleet serving a local model directory counts with that
+// model's tokenizer without a tokenizer.source; a hub id or a sim fleet
+// keeps the built-in encoding, and an explicit source wins.
+func TestModelTokenizerFromTheFleet(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "tokenizer.json"), []byte("{}"), 0o644))
+	cfg := defaultConfig()
+	require.Empty(t, modelTokenizer(cfg).Source, "sim fleet")
+	cfg.Fleet.Context.Engine, cfg.Fleet.Context.Model = workers.EngineVLLM, "meta-llama/Llama-3.1-8B-Instruct"
+	require.Empty(t, modelTokenizer(cfg).Source, "hub id")
+	cfg.Fleet.Generation.Engine, cfg.Fleet.Generation.Model = workers.EngineVLLM, dir
+	require.Equal(t, dir, modelTokenizer(cfg).Source)
+	cfg.Tokenizer.Source = "/elsewhere"
+	require.Equal(t, "/elsewhere", modelTokenizer(cfg).Source)
+}

@@ -46,6 +46,7 @@ func runServe(ctx context.Context, cfg Config, log *zap.Logger) error {
 	if err := checkSimProtocol(cfg); err != nil {
 		return err
 	}
+	cfg.Tokenizer = modelTokenizer(cfg)
 	tok, err := tokenizer.New(cfg.Tokenizer)
 	if err != nil {
 		return err

@@ -180,11 +180,15 @@ func parsePreTokenizer(n node) ([]step, bool, error) {
 			if err != nil {
 				return err
 			}
+			byteLevel = true
+			if !aps && !re { // only the implicit mapping to bytes
+				return nil
+			}
 			st := &byteLevelStep{addPrefixSpace: aps}
 			if re {
 				st.regex = &splitStep{find: knownPatterns[patGPT2], behavior: isolated}
 			}
-			steps, byteLevel = append(steps, st), true
+			steps = append(steps, st)
 			return nil
 		case "Metaspace":
 			if err := n.object("type", "replacement", "prepend_scheme", "split", "add_prefix_space", "str_rep"); err != nil {

@@ -1,5 +1,7 @@
 package hf
 
+import "unicode/utf8"
+
 // Hand-written equivalents of the split patterns real tokenizer.json files
 // use, recognised by their exact pattern string (knownPatterns). Each one
 // is a find function: the first match at or after byte offset from, as
@@ -77,24 +79,34 @@ func searching(at func(scan, int) int) find {
 
 // run returns the end of the run of runes from i that have a class in c.
 func (sc scan) run(i int, c class) int {
-	for {
-		_, w, k := sc.at(i)
-		if w == 0 || k&c == 0 {
+	ascii := &sc.t.pages[0]
+	for i < len(sc.s) {
+		if b := sc.s[i]; b < utf8.RuneSelf {
+			if ascii[b]&c == 0 {
+				return i
+			}
+			i++
+			continue
+		}
+		r, w := utf8.DecodeRuneInString(sc.s[i:])
+		if sc.t.of(r)&c == 0 {
 			return i
 		}
 		i += w
 	}
+	return i
 }
 
 // runNot returns the end of the run of runes from i with no class in c.
 func (sc scan) runNot(i int, c class) int {
-	for {
+	for i < len(sc.s) {
 		_, w, k := sc.at(i)
-		if w == 0 || k&c != 0 {
+		if k&c != 0 {
 			return i
 		}
 		i += w
 	}
+	return i
 }
 
 // upTo returns the end of up to n more runes of class c from i.

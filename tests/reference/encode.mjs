@@ -30,7 +30,13 @@ try {
   config = JSON.parse(readFileSync(join(dir, 'tokenizer_config.json'), 'utf8'));
 } catch {}
 const rust = RustTokenizer.fromString(json);
-const js = new JSTokenizer(JSON.parse(json), config);
+let js = null;
+let jsError = '';
+try {
+  js = new JSTokenizer(JSON.parse(json), config);
+} catch (e) {
+  jsError = String(e);
+}
 
 const texts = readFileSync(corpusPath, 'utf8').split('\n').filter((l) => l !== '').map((l) => {
   const o = JSON.parse(l);
@@ -44,6 +50,7 @@ for (let i = 0; i < texts.length; i++) {
   const r = { rust: plain[i].getIds(), rust_special: special[i].getIds() };
   r.decoded = await rust.decode(r.rust, false);
   try {
+    if (js === null) throw new Error(jsError);
     r.js = js.encode(texts[i], { add_special_tokens: false }).ids;
     r.js_special = js.encode(texts[i], { add_special_tokens: true }).ids;
   } catch (e) {

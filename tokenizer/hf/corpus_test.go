@@ -53,8 +53,10 @@ func encodeCorpus(texts []string) []byte {
 }
 
 // readCorpus returns the committed corpus.
-func readCorpus(t testing.TB) []string {
-	data, err := os.ReadFile(corpusPath)
+func readCorpus(t testing.TB) []string { return readCorpusFile(t, corpusPath) }
+
+func readCorpusFile(t testing.TB, path string) []string {
+	data, err := os.ReadFile(path)
 	require.NoError(t, err)
 	var texts []string
 	for line := range bytes.Lines(data) {

@@ -1,6 +1,7 @@
 package hf
 
 import (
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -47,4 +48,11 @@ func loadModel(t testing.TB, model string) *Tokenizer {
 	tok, err := f.(func() (*Tokenizer, error))()
 	require.NoError(t, err)
 	return tok
+}
+
+func mustJSON(t testing.TB, v any) []byte {
+	t.Helper()
+	data, err := json.Marshal(v)
+	require.NoError(t, err)
+	return data
 }

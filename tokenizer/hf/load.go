@@ -141,10 +141,13 @@ func parseAdded(n node, vocab map[string]int32, norm normalizer) (*addedVocab, e
 		for _, f := range []struct {
 			key string
 			dst *bool
-			def bool
-		}{{"single_word", &tok.singleWord, false}, {"lstrip", &tok.lstrip, false}, {"rstrip", &tok.rstrip, false},
-			{"normalized", &tok.normalized, true}, {"special", &tok.special, false}} {
-			if *f.dst, err = it.get(f.key).boolOr(f.def); err != nil {
+		}{{"single_word", &tok.singleWord}, {"lstrip", &tok.lstrip}, {"rstrip", &tok.rstrip},
+			{"normalized", &tok.normalized}, {"special", &tok.special}} {
+			fn := it.get(f.key)
+			if fn.null() { // the Rust deserializer requires every field
+				return nil, fn.errorf("missing")
+			}
+			if *f.dst, err = fn.boolOr(false); err != nil {
 				return nil, err
 			}
 		}

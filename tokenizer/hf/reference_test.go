@@ -3,6 +3,7 @@ package hf
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -29,30 +30,39 @@ func referenceResults(t *testing.T, model string) []refResult {
 	t.Helper()
 	requireReference(t)
 	f, _ := reference.LoadOrStore(model, sync.OnceValues(func() ([]refResult, error) {
-		corpus, _ := filepath.Abs(corpusPath)
-		cmd := exec.Command("node", filepath.Join(referenceDir, "encode.mjs"), modelDir(model), corpus)
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		out, err := cmd.Output()
-		if err != nil {
-			return nil, &exec.ExitError{Stderr: stderr.Bytes()}
-		}
-		var res []refResult
-		for line := range bytes.Lines(out) {
-			var r refResult
-			if err := json.Unmarshal(line, &r); err != nil {
-				return nil, err
-			}
-			res = append(res, r)
-		}
-		return res, nil
+		return nodeEncode(modelDir(model), corpusPath)
 	}))
 	res, err := f.(func() ([]refResult, error))()
-	if ee, ok := err.(*exec.ExitError); ok {
-		t.Fatalf("node encode.mjs %s: %s", model, ee.Stderr)
-	}
-	require.NoError(t, err)
+	require.NoError(t, err, "node encode.mjs %s", model)
 	return res
+}
+
+// runReference runs encode.mjs on the tokenizer in dir and a corpus file.
+func runReference(t *testing.T, dir, corpus string) []refResult {
+	t.Helper()
+	res, err := nodeEncode(dir, corpus)
+	require.NoError(t, err, "node encode.mjs %s", dir)
+	return res
+}
+
+func nodeEncode(dir, corpus string) ([]refResult, error) {
+	corpus, _ = filepath.Abs(corpus)
+	cmd := exec.Command("node", filepath.Join(referenceDir, "encode.mjs"), dir, corpus)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s", err, stderr.Bytes())
+	}
+	var res []refResult
+	for line := range bytes.Lines(out) {
+		var r refResult
+		if err := json.Unmarshal(line, &r); err != nil {
+			return nil, err
+		}
+		res = append(res, r)
+	}
+	return res, nil
 }
 
 // TestMatchesReference requires Encode, EncodeWithSpecial and Decode to

@@ -19,6 +19,7 @@ type Tokenizer struct {
 	decoder   decoder
 	vocabSize int
 	kind      string // for Describe
+	segments  segmentCache
 }
 
 // Encode returns the token ids of text as the Rust tokenizer's
@@ -93,6 +94,17 @@ func (e *encoder) token(id int32) { e.out = append(e.out, int(id)) }
 // rawPiece normalizes one stretch of the text between tokens matched in
 // the raw text and looks for the normalized tokens in it.
 func (e *encoder) rawPiece(s string, offset int) {
+	if ids, ok := e.t.segments.get(s, offset == 0); ok {
+		e.out = append(e.out, ids...)
+		return
+	}
+	start := len(e.out)
+	e.encodeRaw(s, offset)
+	e.t.segments.put(s, offset == 0, e.out[start:])
+}
+
+// encodeRaw is rawPiece without the segment cache.
+func (e *encoder) encodeRaw(s string, offset int) {
 	t := e.t
 	if t.normalize != nil {
 		s = t.normalize(s)

@@ -29,6 +29,20 @@ func (d *deployment) signals(t *testing.T) map[string]string {
 	return out
 }
 
+// waitForEvents waits until the router reads every worker's cache from its
+// KV events.
+func (d *deployment) waitForEvents(t *testing.T) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		for _, s := range d.signals(t) {
+			if s != "events" {
+				return false
+			}
+		}
+		return true
+	}, 20*time.Second, 50*time.Millisecond)
+}
+
 // cachedTokensError returns how many requests the router expected cached
 // tokens for, and how many of them the ctx worker reported exactly that
 // many of (duet_router_cached_tokens_error).
@@ -52,14 +66,7 @@ func (d *deployment) cachedTokensError(t *testing.T) (count, exact float64) {
 // for, the ctx worker reported exactly that many.
 func TestKVEventsMakeTheIndexExact(t *testing.T) {
 	d := startServe(t, serveOptions{policy: "conversation", nCtx: 2, nGen: 2, kvEvents: true})
-	require.Eventually(t, func() bool {
-		for _, s := range d.signals(t) {
-			if s != "events" {
-				return false
-			}
-		}
-		return true
-	}, 20*time.Second, 50*time.Millisecond)
+	d.waitForEvents(t)
 	for s := 0; s < 3; s++ {
 		msgs := []message{{"system", systemPrompt}}
 		for turn := 0; turn < 4; turn++ {

@@ -38,14 +38,7 @@ func TestModelTokenizerMakesTheIndexExact(t *testing.T) {
 	require.Contains(t, info.Tokenizer, model)
 	require.Contains(t, info.Tokenizer, "byte-level BPE")
 	require.Equal(t, filepath.Join(model, "tokenizer_config.json"), info.ChatTemplate)
-	require.Eventually(t, func() bool {
-		for _, s := range d.signals(t) {
-			if s != "events" {
-				return false
-			}
-		}
-		return true
-	}, 20*time.Second, 50*time.Millisecond)
+	d.waitForEvents(t)
 
 	tok, err := tokenizer.New(tokenizer.Config{Source: model})
 	require.NoError(t, err)

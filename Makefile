@@ -26,8 +26,8 @@ run: build ## run duet serve on its embedded default (2 ctx + 2 gen simulated wo
 	./$(BIN) serve
 
 .PHONY: test
-test: reference ## run every test with the race detector (unit + end-to-end)
-	$(GO) test -race -count=1 -timeout 15m $(PKGS)
+test: reference ## run every test with the race detector (unit + end-to-end), then count them
+	@bash -o pipefail -c '$(GO) test -race -count=1 -timeout 15m -json $(PKGS) | $(GO) run ./scripts/testsummary'
 
 # The reference tokenizers and chat-template engine (Hugging Face's Rust
 # tokenizers through Node bindings, tokenizers.js, @huggingface/jinja) and

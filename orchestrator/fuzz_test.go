@@ -4,11 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"math"
 	"net/http"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
 
+	"github.com/duet-serve/duet/orchestrator/internal/allocs"
 	"github.com/duet-serve/duet/orchestrator/protocol"
 	"github.com/duet-serve/duet/proto/disagg"
 	"github.com/duet-serve/duet/proto/openai"
@@ -104,7 +103,7 @@ func FuzzParse(f *testing.F) {
 			}}
 		var req *Request
 		var err error
-		allocated := allocatedBy(len(body), func() { req, err = o.parse(in) })
+		allocated := allocs.By(len(body), func() { req, err = o.parse(in) })
 		require.Equal(t, orig, body, "parse modified the body")
 		require.LessOrEqual(t, allocated, uint64(64*len(body)+256<<10), "allocated %d bytes for a %d-byte body", allocated, len(body))
 		if err != nil {
@@ -319,7 +318,7 @@ func FuzzCompleteResponse(f *testing.F) {
 		var out []byte
 		var u openai.Usage
 		var err error
-		allocated := allocatedBy(len(body), func() { out, u, err = completeResponse(body, ctx) })
+		allocated := allocs.By(len(body), func() { out, u, err = completeResponse(body, ctx) })
 		require.Equal(t, orig, body, "completeResponse modified the body")
 		// fastjson quotes the whole unparsed tail into its syntax errors
 		// (~30 bytes allocated per byte of garbage): linear, but not small.
@@ -433,30 +432,4 @@ func hasDuplicateKeys(b []byte) bool {
 		return false
 	}
 	return walk()
-}
-
-// measureFrom is the smallest input whose allocations the fuzz targets
-// measure: below it the fixed allowance dominates, and measuring stops the
-// world twice per input.
-const measureFrom = 256
-
-// allocatedBy runs fn and returns the bytes it allocated, or 0 without
-// measuring when size is under measureFrom. It reads a counter, not a
-// clock, so a bound on it does not flake on a loaded machine. The counter
-// is the process's: another test's goroutines can allocate while fn runs,
-// and they only ever add, so fn runs three times and the least is kept.
-func allocatedBy(size int, fn func()) uint64 {
-	if size < measureFrom {
-		fn()
-		return 0
-	}
-	least := uint64(math.MaxUint64)
-	for range 3 {
-		var before, after runtime.MemStats
-		runtime.ReadMemStats(&before)
-		fn()
-		runtime.ReadMemStats(&after)
-		least = min(least, after.TotalAlloc-before.TotalAlloc)
-	}
-	return least
 }

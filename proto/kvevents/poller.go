@@ -83,11 +83,9 @@ func NewPoller(cfg PollerConfig, sink Sink, log *zap.Logger) (*Poller, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if sink == nil {
-		return nil, errors.New("kvevents: nil sink")
-	}
-	if log == nil {
-		log = zap.NewNop()
+	log, err := checkSink(sink, log)
+	if err != nil {
+		return nil, err
 	}
 	return &Poller{cfg: cfg, sink: sink, log: log.With(zap.String("url", cfg.URL)), last: map[int64]uint64{}}, nil
 }

@@ -187,11 +187,10 @@ func (p *Publisher) publish(events []Event, live bool) (uint64, error) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.closed {
-		return 0, ErrPublisherClosed
+	seq, err := p.takeSeq()
+	if err != nil {
+		return 0, err
 	}
-	seq := p.next
-	p.next++
 	if live {
 		msg := zmq4.NewMsgFrom([]byte(p.cfg.Topic), seqBytes(seq), payload)
 		if err := p.pub.SendMulti(msg); err != nil {
@@ -212,6 +211,12 @@ func (p *Publisher) publish(events []Event, live bool) (uint64, error) {
 func (p *Publisher) Skip() (uint64, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	return p.takeSeq()
+}
+
+// takeSeq returns the next sequence number and advances it, or fails after
+// Close; p.mu must be held.
+func (p *Publisher) takeSeq() (uint64, error) {
 	if p.closed {
 		return 0, ErrPublisherClosed
 	}

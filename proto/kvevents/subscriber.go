@@ -66,6 +66,18 @@ type SubscriberStats struct {
 	LastBatch time.Time // when the last batch was received; zero if none
 }
 
+// checkSink refuses a nil sink and turns a nil log into a no-op one: what
+// every reader of a worker's events starts with.
+func checkSink(sink Sink, log *zap.Logger) (*zap.Logger, error) {
+	if sink == nil {
+		return nil, errors.New("kvevents: nil sink")
+	}
+	if log == nil {
+		log = zap.NewNop()
+	}
+	return log, nil
+}
+
 // NewSubscriber returns a Subscriber for cfg (after Defaults) feeding sink.
 // It fails if cfg is invalid. log may be nil (no logging).
 func NewSubscriber(cfg SubscriberConfig, sink Sink, log *zap.Logger) (*Subscriber, error) {
@@ -73,11 +85,9 @@ func NewSubscriber(cfg SubscriberConfig, sink Sink, log *zap.Logger) (*Subscribe
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if sink == nil {
-		return nil, errors.New("kvevents: nil sink")
-	}
-	if log == nil {
-		log = zap.NewNop()
+	log, err := checkSink(sink, log)
+	if err != nil {
+		return nil, err
 	}
 	return &Subscriber{
 		cfg:     cfg,

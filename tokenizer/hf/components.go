@@ -30,22 +30,13 @@ func parseNormalizer(n node) ([]normalizer, error) {
 		}
 		return []normalizer{lowercase}, nil
 	case "Sequence":
-		if err := n.object("type", "normalizers"); err != nil {
-			return nil, err
-		}
-		items, err := n.get("normalizers").array()
-		if err != nil {
-			return nil, err
-		}
 		var out []normalizer
-		for _, it := range items {
+		err := n.sequence("normalizers", func(it node) error {
 			ns, err := parseNormalizer(it)
-			if err != nil {
-				return nil, err
-			}
 			out = append(out, ns...)
-		}
-		return out, nil
+			return err
+		})
+		return out, err
 	case "Prepend":
 		if err := n.object("type", "prepend"); err != nil {
 			return nil, err
@@ -129,19 +120,7 @@ func parsePreTokenizer(n node) ([]step, bool, error) {
 		}
 		switch typ {
 		case "Sequence":
-			if err := n.object("type", "pretokenizers"); err != nil {
-				return err
-			}
-			items, err := n.get("pretokenizers").array()
-			if err != nil {
-				return err
-			}
-			for _, it := range items {
-				if err := add(it); err != nil {
-					return err
-				}
-			}
-			return nil
+			return n.sequence("pretokenizers", add)
 		case "Split":
 			if err := n.object("type", "pattern", "behavior", "invert"); err != nil {
 				return err
@@ -282,22 +261,12 @@ func parsePostProcessor(n node, t *Tokenizer) (prefix, suffix []int, err error) 
 	case "ByteLevel": // offsets only
 		return nil, nil, n.object("type", "add_prefix_space", "trim_offsets", "use_regex")
 	case "Sequence":
-		if err := n.object("type", "processors"); err != nil {
-			return nil, nil, err
-		}
-		items, err := n.get("processors").array()
-		if err != nil {
-			return nil, nil, err
-		}
-		for _, it := range items { // each wraps what the ones before produced
+		err := n.sequence("processors", func(it node) error { // each wraps what the ones before produced
 			p, s, err := parsePostProcessor(it, t)
-			if err != nil {
-				return nil, nil, err
-			}
-			prefix = append(p, prefix...)
-			suffix = append(suffix, s...)
-		}
-		return prefix, suffix, nil
+			prefix, suffix = append(p, prefix...), append(suffix, s...)
+			return err
+		})
+		return prefix, suffix, err
 	case "TemplateProcessing":
 		return parseTemplate(n)
 	case "BertProcessing", "RobertaProcessing":
@@ -460,24 +429,15 @@ func parseDecoder(n node) (decoder, error) {
 		r, _ := utf8.DecodeRuneInString(st.replacement)
 		return metaspaceDecoder(r, st.scheme), nil
 	case "Sequence":
-		if err := n.object("type", "decoders"); err != nil {
-			return nil, err
-		}
-		items, err := n.get("decoders").array()
-		if err != nil {
-			return nil, err
-		}
 		var ds []decoder
-		for _, it := range items {
+		err := n.sequence("decoders", func(it node) error {
 			d, err := parseDecoder(it)
-			if err != nil {
-				return nil, err
-			}
 			if d != nil {
 				ds = append(ds, d)
 			}
-		}
-		return decoderChain(ds), nil
+			return err
+		})
+		return decoderChain(ds), err
 	}
 	return nil, n.get("type").unsupported("decoder " + typ)
 }

@@ -114,6 +114,24 @@ func (n node) array() ([]node, error) {
 	return out, nil
 }
 
+// sequence reads a Sequence component, {"type": "Sequence", key: [...]},
+// calling each for every item in order.
+func (n node) sequence(key string, each func(node) error) error {
+	if err := n.object("type", key); err != nil {
+		return err
+	}
+	items, err := n.get(key).array()
+	if err != nil {
+		return err
+	}
+	for _, it := range items {
+		if err := each(it); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // unsupported is the error for a construct duet does not implement.
 func (n node) unsupported(what string) error {
 	return n.errorf("%s is not supported", what)

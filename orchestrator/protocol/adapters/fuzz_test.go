@@ -3,15 +3,14 @@ package adapters
 import (
 	"bytes"
 	"encoding/json"
-	"math"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/duet-serve/duet/orchestrator/internal/allocs"
 	"github.com/duet-serve/duet/orchestrator/protocol"
 	"github.com/duet-serve/duet/orchestrator/protocol/sglang"
 	"github.com/duet-serve/duet/orchestrator/protocol/trtllm"
@@ -79,7 +78,7 @@ func checkContextResponse(t *testing.T, a protocol.Adapter, in protocol.Input, b
 	orig := bytes.Clone(body)
 	var ctx protocol.Context
 	var err error
-	allocated := allocatedBy(len(body), func() { ctx, err = a.ParseContextResponse(in, body) })
+	allocated := allocs.By(len(body), func() { ctx, err = a.ParseContextResponse(in, body) })
 	require.Equal(t, orig, body, "the adapter modified the body")
 	require.LessOrEqual(t, allocated, uint64(16*len(body)+64<<10), "allocated %d bytes for a %d-byte body", allocated, len(body))
 	if a.Concurrent() {
@@ -259,30 +258,4 @@ func owned(adapter, leg, key string) bool {
 		keys = []string{"stream", "stream_options", "max_tokens", "max_completion_tokens", "min_tokens", "min_completion_tokens"}
 	}
 	return slices.Contains(keys, key)
-}
-
-// measureFrom is the smallest input whose allocations the fuzz targets
-// measure: below it the fixed allowance dominates, and measuring stops the
-// world twice per input.
-const measureFrom = 256
-
-// allocatedBy runs fn and returns the bytes it allocated, or 0 without
-// measuring when size is under measureFrom. It reads a counter, not a
-// clock, so a bound on it does not flake on a loaded machine. The counter
-// is the process's: another test's goroutines can allocate while fn runs,
-// and they only ever add, so fn runs three times and the least is kept.
-func allocatedBy(size int, fn func()) uint64 {
-	if size < measureFrom {
-		fn()
-		return 0
-	}
-	least := uint64(math.MaxUint64)
-	for range 3 {
-		var before, after runtime.MemStats
-		runtime.ReadMemStats(&before)
-		fn()
-		runtime.ReadMemStats(&after)
-		least = min(least, after.TotalAlloc-before.TotalAlloc)
-	}
-	return least
 }

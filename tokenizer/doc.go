@@ -6,7 +6,7 @@
 // It implements tiktoken's byte-pair encoding over the cl100k_base and
 // o200k_base tables that tiktoken-go-loader embeds (nothing is downloaded
 // at run time): a hand-written pre-tokenizer equivalent to tiktoken's split
-// patterns (pretokenize.go), and merging as tiktoken does it (merge.go;
+// patterns (tokenizer/pretok, shared with tokenizer/hf), and merging as tiktoken does it (merge.go;
 // pieces of 100 bytes or more in a tournament tree, tournament.go, with
 // merges looked up by token ids, pairs.go), with pieces longer than 8 KiB
 // merged in chunks so that the cost of any input is linear in its size

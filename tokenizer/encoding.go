@@ -7,16 +7,17 @@ import (
 	"unicode/utf8"
 
 	"github.com/pkoukk/tiktoken-go-loader/assets"
+
+	"github.com/duet-serve/duet/tokenizer/pretok"
 )
 
 // encoding is one BPE table with its pre-tokenizer: tiktoken's algorithm
-// (see pretokenize.go and merge.go) over the tables tiktoken-go-loader
+// (pre-tokenizers from tokenizer/pretok, merging in merge.go) over the tables tiktoken-go-loader
 // embeds. It is immutable and safe for concurrent use.
 type encoding struct {
 	ranks   *rankTable     // token bytes <-> rank, which is the token id
 	special map[int]string // special token id -> text, for Decode only
-	next    func(*scanner, int) int
-	cls     *classTable
+	next    func(*pretok.Scanner, int) int
 }
 
 // encodingSpecs lists the supported encodings: their table file, their
@@ -24,13 +25,13 @@ type encoding struct {
 // them; they are never produced by Encode, only decoded).
 var encodingSpecs = map[string]struct {
 	file    string
-	next    func(*scanner, int) int
+	next    func(*pretok.Scanner, int) int
 	special map[string]int
 }{
-	"cl100k_base": {"cl100k_base.tiktoken", (*scanner).nextCL100K, map[string]int{
+	"cl100k_base": {"cl100k_base.tiktoken", (*pretok.Scanner).CL100K, map[string]int{
 		"<|endoftext|>": 100257, "<|fim_prefix|>": 100258, "<|fim_middle|>": 100259,
 		"<|fim_suffix|>": 100260, "<|endofprompt|>": 100276}},
-	"o200k_base": {"o200k_base.tiktoken", (*scanner).nextO200K, map[string]int{
+	"o200k_base": {"o200k_base.tiktoken", (*pretok.Scanner).O200K, map[string]int{
 		"<|endoftext|>": 199999, "<|endofprompt|>": 200018}},
 }
 
@@ -47,7 +48,6 @@ func newEncoding(name string) (*encoding, error) {
 	e := &encoding{
 		special: make(map[int]string, len(spec.special)),
 		next:    spec.next,
-		cls:     runeClasses(),
 	}
 	// Decode every token into one arena first: one allocation, not one per
 	// token.
@@ -129,16 +129,16 @@ func (e *encoding) encodeCost(text string, maxPiece int) ([]int, int) {
 	if !utf8.ValidString(text) {
 		text = string([]rune(text))
 	}
-	sc := scanner{s: text, cls: e.cls}
+	sc := pretok.NewScanner(text)
 	m := getMerger(e, maxPiece, len(text))
 	defer putMerger(m)
 	out := make([]int, 0, len(text)/4+16) // prose has over 4 bytes per token
 	for i := 0; i < len(text); {
-		j := e.next(&sc, i)
+		j := e.next(sc, i)
 		out = m.appendPiece(out, text[i:j])
 		i = j
 	}
-	return out, sc.steps + m.ops
+	return out, sc.Steps + m.ops
 }
 
 // decode returns the text of ids. Special token ids decode to their text;

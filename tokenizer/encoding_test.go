@@ -4,38 +4,9 @@ import (
 	"math/rand"
 	"strings"
 	"testing"
-	"unicode"
 
 	"github.com/stretchr/testify/require"
 )
-
-// TestClassTableMatchesUnicode checks every rune's classes against the
-// unicode package, as regexp2 evaluates \p{..} and \s.
-func TestClassTableMatchesUnicode(t *testing.T) {
-	cls := runeClasses()
-	in := func(r rune, tabs ...*unicode.RangeTable) bool { return unicode.In(r, tabs...) }
-	for r := rune(0); r <= unicode.MaxRune; r++ {
-		var want uint8
-		if in(r, unicode.L) {
-			want |= clsLetter
-		}
-		if in(r, unicode.N) {
-			want |= clsNumber
-		}
-		if unicode.IsSpace(r) {
-			want |= clsSpace
-		}
-		if in(r, unicode.Lu, unicode.Lt, unicode.Lm, unicode.Lo, unicode.M) {
-			want |= clsUpper
-		}
-		if in(r, unicode.Ll, unicode.Lm, unicode.Lo, unicode.M) {
-			want |= clsLower
-		}
-		if got := cls.of(r); got != want {
-			t.Fatalf("rune %U: classes %05b, want %05b", r, got, want)
-		}
-	}
-}
 
 // TestMergeLargeMatchesMergeSmall checks the tournament merge against
 // tiktoken's original algorithm on pieces that exercise ties (repeats),

@@ -13,6 +13,8 @@ import (
 	tiktoken "github.com/pkoukk/tiktoken-go"
 	tiktokenloader "github.com/pkoukk/tiktoken-go-loader"
 	"github.com/stretchr/testify/require"
+
+	"github.com/duet-serve/duet/tokenizer/pretok"
 )
 
 // The reference is tiktoken-go v0.1.8, which duet encoded with before:
@@ -66,11 +68,11 @@ func referencePieces(t testing.TB, encoding, text string) []string {
 func pieces(t testing.TB, encoding, text string) []string {
 	t.Helper()
 	text = string([]rune(text))
-	sc := scanner{s: text, cls: runeClasses()}
+	sc := pretok.NewScanner(text)
 	next := encodingSpecs[encoding].next
 	var out []string
 	for i := 0; i < len(text); {
-		j := next(&sc, i)
+		j := next(sc, i)
 		require.Greater(t, j, i)
 		out = append(out, text[i:j])
 		i = j

@@ -6,6 +6,8 @@ import (
 
 	"github.com/valyala/fastjson"
 	"golang.org/x/text/unicode/norm"
+
+	"github.com/duet-serve/duet/tokenizer/pretok"
 )
 
 // parseNormalizer reads a normalizer (null for none).
@@ -91,7 +93,7 @@ func parsePattern(n node) (string, find, error) {
 	if err != nil {
 		return "", nil, err
 	}
-	if f, ok := knownPatterns[pat]; ok {
+	if f, ok := pretok.Known(pat); ok {
 		return "", f, nil
 	}
 	f, err := regexFind(pat)
@@ -165,7 +167,7 @@ func parsePreTokenizer(n node) ([]step, bool, error) {
 			}
 			st := &byteLevelStep{addPrefixSpace: aps}
 			if re {
-				st.regex = &splitStep{find: knownPatterns[patGPT2], behavior: isolated}
+				st.regex = &splitStep{find: knownFind(pretok.GPT2), behavior: isolated}
 			}
 			steps = append(steps, st)
 			return nil

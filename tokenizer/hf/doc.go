@@ -13,7 +13,7 @@
 // Pipeline (each step cites the Rust file it follows): added tokens are
 // split off (added.go), each remaining piece is normalized (normalize.go,
 // nfc.go), pre-tokenized into words (pretokenize.go, with hand-written
-// scanners for the split patterns real files use in scan.go and a
+// scanners for the split patterns real files use in tokenizer/pretok and a
 // translation of other patterns to Go's regexp in regex.go), each word is
 // merged by the BPE model (bpe.go, merge.go) through a bounded lock-free
 // word cache (cache.go), and the post-processor's special tokens are put

@@ -2,6 +2,9 @@ package hf
 
 import (
 	"strings"
+	"unicode/utf8"
+
+	"github.com/duet-serve/duet/tokenizer/pretok"
 )
 
 // A pre-tokenizer splits normalized text into the words the model merges
@@ -200,13 +203,23 @@ func findRune(r rune) find {
 
 // findNumeric finds one rune of \p{N} (Rust's char::is_numeric).
 func findNumeric(s string, from int) (int, int) {
-	t := classes()
 	for i := from; i < len(s); {
-		_, w, c := t.at(s, i)
-		if c&clsN != 0 {
+		r, w := utf8.DecodeRuneInString(s[i:])
+		if pretok.IsNumber(r) {
 			return i, i + w
 		}
 		i += w
 	}
 	return -1, -1
+}
+
+// find returns the first match of a split pattern in s at or after from,
+// or (-1, -1); see pretok.Find.
+type find = pretok.Find
+
+// knownFind returns the hand-written scanner of a pattern pretok has one
+// for (its exported pattern constants).
+func knownFind(pattern string) find {
+	f, _ := pretok.Known(pattern)
+	return f
 }

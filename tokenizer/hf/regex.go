@@ -5,6 +5,8 @@ import (
 	"regexp"
 	"strings"
 	"unicode"
+
+	"github.com/duet-serve/duet/tokenizer/pretok"
 )
 
 // Patterns without a hand-written scanner are translated from Oniguruma's
@@ -30,7 +32,7 @@ const spaceIdiom = `|\s+(?!\S)|\s+`
 // wsRanges is the White_Space property as the inside of a Go class.
 var wsRanges = func() string {
 	var b strings.Builder
-	forEachRune(unicode.White_Space, func(r rune) { fmt.Fprintf(&b, `\x{%x}`, r) })
+	pretok.ForEachRune(unicode.White_Space, func(r rune) { fmt.Fprintf(&b, `\x{%x}`, r) })
 	return b.String()
 }()
 

@@ -10,6 +10,8 @@ import (
 	"os"
 	"sort"
 	"strconv"
+
+	"github.com/duet-serve/duet/tokenizer/pretok"
 )
 
 // A tiktoken file (Llama 3's original tokenizer.model) lists each token as
@@ -19,7 +21,7 @@ import (
 // ab and every split of it into two tokens a and b, as the conversion to
 // tokenizer.json does. loadTiktoken builds that byte-level BPE (with
 // ignore_merges, as Llama 3's tokenizer.json has), Llama 3's split pattern
-// (patLlama3), and the special tokens of the adjacent
+// (pretok.Llama3), and the special tokens of the adjacent
 // tokenizer_config.json's added_tokens_decoder, or without one the 256 of
 // Meta's Llama 3.1 tokenizer.py from id len(ranks); EncodeWithSpecial puts
 // <|begin_of_text|> first.
@@ -88,7 +90,7 @@ func loadTiktoken(data []byte, configPath string) (*Tokenizer, error) {
 		return nil, err
 	}
 	t := &Tokenizer{
-		steps:   []step{&splitStep{find: knownPatterns[patLlama3], behavior: isolated}},
+		steps:   []step{&splitStep{find: knownFind(pretok.Llama3), behavior: isolated}},
 		model:   m,
 		decoder: byteLevelDecoder,
 		added:   &addedVocab{raw: newTrie(), norm: newTrie(), byID: map[int32]*addedToken{}, byContent: map[string]int32{}},

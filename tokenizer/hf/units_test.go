@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/duet-serve/duet/tokenizer/pretok"
 )
 
 func TestValidUTF8ReplacesMaximalSubparts(t *testing.T) {
@@ -72,9 +74,9 @@ func TestTranslatePattern(t *testing.T) {
 // TestRegexMatchesScanner runs the GPT-2 pattern through Go's regexp and
 // through its scanner on the corpus.
 func TestRegexMatchesScanner(t *testing.T) {
-	re, err := regexFind(patGPT2)
+	re, err := regexFind(pretok.GPT2)
 	require.NoError(t, err)
-	hand := knownPatterns[patGPT2]
+	hand := knownFind(pretok.GPT2)
 	for _, text := range readCorpus(t)[:500] {
 		text = validUTF8(text)
 		for i := 0; i < len(text); {

@@ -1,104 +1,140 @@
-package hf
+package pretok
 
 import "unicode/utf8"
 
 // Hand-written equivalents of the split patterns real tokenizer.json files
-// use, recognised by their exact pattern string (knownPatterns). Each one
-// is a find function: the first match at or after byte offset from, as
+// use, recognised by their exact pattern string (Known). Each one
+// is a Find function: the first match at or after byte offset from, as
 // Oniguruma's search finds it (the leftmost start; there, the first
 // alternative that matches, each quantifier greedy, backtracking only
 // where the pattern forces it). They look at each rune a bounded number of
 // times, so a text costs time linear in its length, where the regex
 // engines of the reference cost far more on some inputs.
 
-// find returns the first match of a pattern in s at or after from, or
+// Find returns the first match of a pattern in s at or after from, or
 // (-1, -1) when there is none. A match is never empty.
-type find func(s string, from int) (start, end int)
+type Find func(s string, from int) (start, end int)
 
 // Exact pattern strings (as they read after JSON decoding).
 const (
-	// patLlama3 is Llama 3's, which is tiktoken's cl100k_base.
-	patLlama3 = `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
-	// patQwen2 is Qwen 2 and 3's: single digits.
-	patQwen2 = `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
-	// patGPT2 is the ByteLevel pre-tokenizer's own (use_regex true).
-	patGPT2 = `'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+`
-	// patO200K is tiktoken's o200k_base (GPT-OSS).
-	patO200K = `[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+`
+	// Llama3 is Llama 3's, which is tiktoken's cl100k_base.
+	Llama3 = `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
+	// Qwen2 is Qwen 2 and 3's: single digits.
+	Qwen2 = `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
+	// GPT2 is the ByteLevel pre-tokenizer's own (use_regex true).
+	GPT2 = `'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+`
+	// O200K is tiktoken's o200k_base (GPT-OSS).
+	O200K = `[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+`
 	// DeepSeek V3's three, applied one after another.
-	patDigits3     = `\p{N}{1,3}`
-	patDeepSeekCJK = "[\u4e00-\u9fa5\u3040-\u309f\u30a0-\u30ff]+"
-	patDeepSeek    = "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\r\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+| ?[\\p{P}\\p{S}]+[\r\n]*|\\s*[\r\n]+|\\s+(?!\\S)|\\s+"
+	Digits3     = `\p{N}{1,3}`
+	DeepSeekCJK = "[\u4e00-\u9fa5\u3040-\u309f\u30a0-\u30ff]+"
+	DeepSeek    = "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\r\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+| ?[\\p{P}\\p{S}]+[\r\n]*|\\s*[\r\n]+|\\s+(?!\\S)|\\s+"
 )
 
-// knownPatterns maps each pattern with a hand-written scanner to it.
-var knownPatterns = map[string]find{
-	patLlama3:      tiling(func(sc scan, i int) int { return sc.gpt4(i, 3) }),
-	patQwen2:       tiling(func(sc scan, i int) int { return sc.gpt4(i, 1) }),
-	patGPT2:        tiling(scan.gpt2),
-	patO200K:       tiling(scan.o200k),
-	patDigits3:     findDigits3,
-	patDeepSeekCJK: findDeepSeekCJK,
-	patDeepSeek:    searching(scan.deepseek),
+// known maps each pattern with a hand-written scanner to it.
+var known = map[string]Find{
+	Llama3:      tiling(tileGPT4Digits3),
+	Qwen2:       tiling(tileGPT4Digits1),
+	GPT2:        tiling(tileGPT2),
+	O200K:       tiling(tileO200K),
+	Digits3:     findDigits3,
+	DeepSeekCJK: findDeepSeekCJK,
+	DeepSeek:    findDeepSeek,
 }
 
-// scan reads one text with the class table.
-type scan struct {
+// tiler names a pattern that matches at every rune, so that a Find calls
+// its scanner directly: a Scanner passed to a function value would escape
+// to the heap, one allocation per word.
+type tiler uint8
+
+const (
+	tileGPT4Digits3 tiler = iota
+	tileGPT4Digits1
+	tileGPT2
+	tileO200K
+)
+
+// next returns the end of the match of k at i.
+func (sc *Scanner) next(k tiler, i int) int {
+	switch k {
+	case tileGPT4Digits3:
+		return sc.gpt4(i, 3)
+	case tileGPT4Digits1:
+		return sc.gpt4(i, 1)
+	case tileGPT2:
+		return sc.gpt2(i)
+	default:
+		return sc.o200k(i)
+	}
+}
+
+// Known returns the hand-written Find of pattern, if it has one.
+func Known(pattern string) (Find, bool) {
+	f, ok := known[pattern]
+	return f, ok
+}
+
+// Scanner reads one text (valid UTF-8) with the class table. It is not
+// safe for concurrent use.
+type Scanner struct {
 	t *classTable
 	s string
+	// Steps counts the runes examined (bytes, on the ASCII fast paths): the
+	// cost model tests bound.
+	Steps int
 }
 
-func (sc scan) at(i int) (rune, int, class) { return sc.t.at(sc.s, i) }
+// NewScanner returns a Scanner of s, which must be valid UTF-8.
+func NewScanner(s string) *Scanner { return &Scanner{t: classes(), s: s} }
 
-// tiling returns the find of a pattern that matches at every position:
-// next returns the end of the match at i.
-func tiling(next func(scan, int) int) find {
+// CL100K returns the end of the match at i of tiktoken's cl100k_base
+// pattern (Llama 3's); a match starts at every rune.
+func (sc *Scanner) CL100K(i int) int { return sc.gpt4(i, 3) }
+
+// O200K returns the end of the match at i of tiktoken's o200k_base
+// pattern; a match starts at every rune.
+func (sc *Scanner) O200K(i int) int { return sc.o200k(i) }
+
+func (sc *Scanner) at(i int) (rune, int, class) {
+	sc.Steps++
+	return sc.t.at(sc.s, i)
+}
+
+// tiling returns the Find of a pattern that matches at every position.
+func tiling(k tiler) Find {
 	return func(s string, from int) (int, int) {
 		if from >= len(s) {
 			return -1, -1
 		}
-		return from, next(scan{classes(), s}, from)
-	}
-}
-
-// searching returns the find of a pattern that may match nowhere at a
-// position: at returns the end of the match at i, or -1.
-func searching(at func(scan, int) int) find {
-	return func(s string, from int) (int, int) {
-		sc := scan{classes(), s}
-		for i := from; i < len(s); {
-			if e := at(sc, i); e >= 0 {
-				return i, e
-			}
-			_, w, _ := sc.at(i)
-			i += w
-		}
-		return -1, -1
+		sc := Scanner{t: classes(), s: s}
+		return from, sc.next(k, from)
 	}
 }
 
 // run returns the end of the run of runes from i that have a class in c.
-func (sc scan) run(i int, c class) int {
+func (sc *Scanner) run(i int, c class) int {
 	ascii := &sc.t.pages[0]
+	start := i
 	for i < len(sc.s) {
 		if b := sc.s[i]; b < utf8.RuneSelf {
 			if ascii[b]&c == 0 {
-				return i
+				break
 			}
 			i++
 			continue
 		}
 		r, w := utf8.DecodeRuneInString(sc.s[i:])
 		if sc.t.of(r)&c == 0 {
-			return i
+			break
 		}
 		i += w
 	}
+	sc.Steps += i - start + 1
 	return i
 }
 
 // runNot returns the end of the run of runes from i with no class in c.
-func (sc scan) runNot(i int, c class) int {
+func (sc *Scanner) runNot(i int, c class) int {
 	for i < len(sc.s) {
 		_, w, k := sc.at(i)
 		if k&c != 0 {
@@ -110,7 +146,7 @@ func (sc scan) runNot(i int, c class) int {
 }
 
 // upTo returns the end of up to n more runes of class c from i.
-func (sc scan) upTo(i int, c class, n int) int {
+func (sc *Scanner) upTo(i int, c class, n int) int {
 	for ; n > 0; n-- {
 		_, w, k := sc.at(i)
 		if w == 0 || k&c == 0 {
@@ -122,17 +158,19 @@ func (sc scan) upTo(i int, c class, n int) int {
 }
 
 // newlines returns the end of [\r\n]* from i, or of [\r\n/]* with slash.
-func (sc scan) newlines(i int, slash bool) int {
+func (sc *Scanner) newlines(i int, slash bool) int {
+	start := i
 	for i < len(sc.s) && (sc.s[i] == '\r' || sc.s[i] == '\n' || slash && sc.s[i] == '/') {
 		i++
 	}
+	sc.Steps += i - start
 	return i
 }
 
 // contraction returns the end of 's|'t|'re|'ve|'m|'ll|'d at i, or -1.
 // With fold, ASCII letters match either case; Oniguruma's (?i) in the
 // reference does not fold U+017F (ſ) to s (TestOnigurumaClasses).
-func (sc scan) contraction(i int, fold bool) int {
+func (sc *Scanner) contraction(i int, fold bool) int {
 	s := sc.s
 	if i+1 >= len(s) || s[i] != '\'' {
 		return -1
@@ -163,7 +201,7 @@ func (sc scan) contraction(i int, fold bool) int {
 // run); then \s+(?!\S) (the run at the end of the text, else the run
 // without its last rune, which is left to start the next match); then \s+
 // (a run of one rune).
-func (sc scan) space(i int, newlines bool) int {
+func (sc *Scanner) space(i int, newlines bool) int {
 	j, lastNL, last := i, -1, i
 	for {
 		r, w, c := sc.at(j)
@@ -185,9 +223,9 @@ func (sc scan) space(i int, newlines bool) int {
 	return last
 }
 
-// gpt4 returns the end of the match at i of patLlama3 (digits 3) or
-// patQwen2 (digits 1).
-func (sc scan) gpt4(i, digits int) int {
+// gpt4 returns the end of the match at i of Llama3 (digits 3) or
+// Qwen2 (digits 1).
+func (sc *Scanner) gpt4(i, digits int) int {
 	r, w, c := sc.at(i)
 	if r == '\'' {
 		if e := sc.contraction(i, true); e >= 0 {
@@ -214,8 +252,8 @@ func (sc scan) gpt4(i, digits int) int {
 	return sc.space(i, true)
 }
 
-// gpt2 returns the end of the match at i of patGPT2.
-func (sc scan) gpt2(i int) int {
+// gpt2 returns the end of the match at i of GPT2.
+func (sc *Scanner) gpt2(i int) int {
 	r, w, c := sc.at(i)
 	if r == '\'' {
 		if e := sc.contraction(i, false); e >= 0 {
@@ -239,8 +277,8 @@ func (sc scan) gpt2(i int) int {
 	return sc.space(i, false)
 }
 
-// o200k returns the end of the match at i of patO200K.
-func (sc scan) o200k(i int) int {
+// o200k returns the end of the match at i of O200K.
+func (sc *Scanner) o200k(i int) int {
 	r, w, c := sc.at(i)
 	prefix := r != '\r' && r != '\n' && c&(clsL|clsN) == 0
 	if prefix {
@@ -276,7 +314,7 @@ func (sc scan) o200k(i int) int {
 // at i, or -1. Backtracking gives the greedy [Up]* back rune by rune until
 // [Low]+ can start: right after the run of Up if a Low rune is there, else
 // at the last rune of the run that is also Low (Lm, Lo and M are both).
-func (sc scan) upperLower(i int) int {
+func (sc *Scanner) upperLower(i int) int {
 	j, lastLow := i, -1
 	for {
 		_, w, c := sc.at(j)
@@ -298,7 +336,7 @@ func (sc scan) upperLower(i int) int {
 }
 
 // suffix extends a match ending at e by an optional (?i) contraction.
-func (sc scan) suffix(e int) int {
+func (sc *Scanner) suffix(e int) int {
 	if c := sc.contraction(e, true); c >= 0 {
 		return c
 	}
@@ -307,7 +345,7 @@ func (sc scan) suffix(e int) int {
 
 // findDigits3 finds \p{N}{1,3}.
 func findDigits3(s string, from int) (int, int) {
-	sc := scan{classes(), s}
+	sc := Scanner{t: classes(), s: s}
 	for i := from; i < len(s); {
 		_, w, c := sc.at(i)
 		if c&clsN != 0 {
@@ -323,9 +361,9 @@ func isDeepSeekCJK(r rune) bool {
 	return 0x4e00 <= r && r <= 0x9fa5 || 0x3040 <= r && r <= 0x30ff
 }
 
-// findDeepSeekCJK finds patDeepSeekCJK.
+// findDeepSeekCJK finds DeepSeekCJK.
 func findDeepSeekCJK(s string, from int) (int, int) {
-	sc := scan{classes(), s}
+	sc := Scanner{t: classes(), s: s}
 	for i := from; i < len(s); {
 		r, w, _ := sc.at(i)
 		if isDeepSeekCJK(r) {
@@ -350,8 +388,21 @@ func isASCIIPunct(r rune) bool {
 
 func isASCIILetter(b byte) bool { return 'a' <= b|0x20 && b|0x20 <= 'z' }
 
-// deepseek returns the end of the match of patDeepSeek at i, or -1.
-func (sc scan) deepseek(i int) int {
+// findDeepSeek finds DeepSeek, which may match nowhere at a position.
+func findDeepSeek(s string, from int) (int, int) {
+	sc := Scanner{t: classes(), s: s}
+	for i := from; i < len(s); {
+		if e := sc.deepseek(i); e >= 0 {
+			return i, e
+		}
+		_, w, _ := sc.at(i)
+		i += w
+	}
+	return -1, -1
+}
+
+// deepseek returns the end of the match of DeepSeek at i, or -1.
+func (sc *Scanner) deepseek(i int) int {
 	r, w, c := sc.at(i)
 	if isASCIIPunct(r) && i+1 < len(sc.s) && isASCIILetter(sc.s[i+1]) {
 		j := i + 2

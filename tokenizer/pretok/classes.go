@@ -1,4 +1,4 @@
-package hf
+package pretok
 
 import (
 	"sync"
@@ -9,8 +9,8 @@ import (
 // class is a set of the character classes the split patterns test, one
 // bit each, with the meaning Oniguruma gives them in the Rust tokenizers
 // (onig 6.x, UTF-8): Unicode general categories, and \s the White_Space
-// property (TestOnigurumaClasses pins what the reference does with
-// U+00A0, U+0085, U+2028, U+3000 and U+FEFF).
+// property, as the Rust tokenizers' reference tests and tiktoken-go's
+// regexp2 (\s is unicode.IsSpace, the same set) both confirm.
 type class uint8
 
 const (
@@ -54,7 +54,7 @@ func buildClasses() *classTable {
 	flat := make([]class, unicode.MaxRune+1)
 	for _, cat := range cats {
 		for _, tab := range cat.tabs {
-			forEachRune(tab, func(r rune) { flat[r] |= cat.c })
+			ForEachRune(tab, func(r rune) { flat[r] |= cat.c })
 		}
 	}
 	t := &classTable{page: make([]uint16, (unicode.MaxRune+1)/classPage)}
@@ -90,8 +90,8 @@ func (t *classTable) at(s string, i int) (rune, int, class) {
 	return r, w, t.of(r)
 }
 
-// forEachRune calls f for every rune in tab.
-func forEachRune(tab *unicode.RangeTable, f func(rune)) {
+// ForEachRune calls f for every rune in tab.
+func ForEachRune(tab *unicode.RangeTable, f func(rune)) {
 	for _, r := range tab.R16 {
 		for c := rune(r.Lo); c <= rune(r.Hi); c += rune(r.Stride) {
 			f(c)
@@ -103,3 +103,6 @@ func forEachRune(tab *unicode.RangeTable, f func(rune)) {
 		}
 	}
 }
+
+// IsNumber reports whether r is in \p{N}.
+func IsNumber(r rune) bool { return classes().of(r)&clsN != 0 }

@@ -107,6 +107,36 @@ func kvEventsConfig() Config {
 	return cfg
 }
 
+// subscribe connects a kvevents.Subscriber to a publisher's endpoints as
+// duet's router would, stopped when the test ends, and returns once the
+// subscription is live: a PUB socket drops what it sends before a SUB's
+// subscription reaches it, so probe(i) makes the publisher send something
+// until an event arrives. It returns the events received and the
+// subscriber.
+func subscribe(t *testing.T, endpoint, replay string, probe func(i int)) (*kvRec, *kvevents.Subscriber) {
+	t.Helper()
+	rec := &kvRec{}
+	sub, err := kvevents.NewSubscriber(kvevents.SubscriberConfig{
+		Endpoint: endpoint, ReplayEndpoint: replay, MinBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond,
+	}, rec, nil)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- sub.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		require.NoError(t, <-done)
+	})
+	for i := 0; !rec.received(); i++ {
+		require.Less(t, i, 500, "no KV event arrived after %d probes", i)
+		probe(i)
+		for j := 0; j < 20 && !rec.received(); j++ {
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	return rec, sub
+}
+
 // startKVWorker starts a worker with cfg and a kvevents.Subscriber connected
 // to it as duet's router would connect to a vLLM, and returns once the
 // subscription is live: a PUB socket drops what it sends before a SUB's
@@ -118,27 +148,10 @@ func startKVWorker(t *testing.T, cfg Config) (*testWorker, *kvRec) {
 	require.True(t, strings.HasPrefix(w.s.KVEventsEndpoint(), "tcp://127.0.0.1:"), w.s.KVEventsEndpoint())
 	require.NotEqual(t, "tcp://127.0.0.1:0", w.s.KVEventsEndpoint(), "the bound port is reported")
 	require.NotEmpty(t, w.s.KVEventsReplayEndpoint())
-	rec := &kvRec{}
-	sub, err := kvevents.NewSubscriber(kvevents.SubscriberConfig{
-		Endpoint: w.s.KVEventsEndpoint(), ReplayEndpoint: w.s.KVEventsReplayEndpoint(),
-		MinBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond,
-	}, rec, nil)
-	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- sub.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		require.NoError(t, <-done)
-	})
-	for i := 0; !rec.received(); i++ {
-		require.Less(t, i, 500, "no KV event arrived after %d probe requests", i)
+	rec, _ := subscribe(t, w.s.KVEventsEndpoint(), w.s.KVEventsReplayEndpoint(), func(i int) {
 		r := post(t, w.url+"/v1/completions", completionReq(intsFrom(60000+4*i, 4), map[string]any{"max_tokens": 1}))
 		require.Equal(t, http.StatusOK, r.status, "body: %s", r.body)
-		for j := 0; j < 20 && !rec.received(); j++ {
-			time.Sleep(10 * time.Millisecond)
-		}
-	}
+	})
 	return w, rec
 }
 

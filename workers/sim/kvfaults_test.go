@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"strconv"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
@@ -165,27 +164,10 @@ func TestKVEventFaultSettings(t *testing.T) {
 func TestKVEventsDroppedBatchResetsSubscriber(t *testing.T) {
 	pub, err := kvevents.NewPublisher(kvevents.PublisherConfig{Endpoint: "tcp://127.0.0.1:0", ReplayEndpoint: "tcp://127.0.0.1:0"}, nil)
 	require.NoError(t, err)
-	rec := &kvRec{}
-	sub, err := kvevents.NewSubscriber(kvevents.SubscriberConfig{
-		Endpoint: "tcp://" + pub.Addr().String(), ReplayEndpoint: "tcp://" + pub.ReplayAddr().String(),
-		MinBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond,
-	}, rec, nil)
-	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- sub.Run(ctx) }()
-	defer func() {
-		cancel()
-		require.NoError(t, <-done)
-	}()
-	for i := 0; !rec.received(); i++ { // the subscription reaches the PUB socket
-		require.Less(t, i, 500, "no heartbeat arrived")
-		_, err := pub.Publish()
+	rec, sub := subscribe(t, "tcp://"+pub.Addr().String(), "tcp://"+pub.ReplayAddr().String(), func(int) {
+		_, err := pub.Publish() // a heartbeat
 		require.NoError(t, err)
-		for j := 0; j < 20 && !rec.received(); j++ {
-			time.Sleep(10 * time.Millisecond)
-		}
-	}
+	})
 
 	k := newKVEventSink(1, nil)
 	for h := uint64(1); h <= 3; h++ { // 1 fills the queue, 2 and 3 are dropped

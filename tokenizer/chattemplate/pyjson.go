@@ -76,6 +76,34 @@ func (e *pyEncoder) newline(b *strings.Builder, depth int) {
 	}
 }
 
+// container writes a list or dict of n members at depth, open and close
+// around them, item(i) writing member i: "[]" or "{}" when empty, else
+// the members separated by e.item, each on its own line when pretty.
+func (e *pyEncoder) container(b *strings.Builder, open, close byte, n, depth int, item func(i int) error) error {
+	if n == 0 {
+		b.WriteByte(open)
+		b.WriteByte(close)
+		return nil
+	}
+	b.WriteByte(open)
+	for i := range n {
+		if i > 0 {
+			b.WriteString(e.item)
+		}
+		if e.pretty {
+			e.newline(b, depth+1)
+		}
+		if err := item(i); err != nil {
+			return err
+		}
+	}
+	if e.pretty {
+		e.newline(b, depth)
+	}
+	b.WriteByte(close)
+	return nil
+}
+
 func (e *pyEncoder) encode(b *strings.Builder, v jinja.Value, depth int) error {
 	switch {
 	case v.IsNone():
@@ -90,54 +118,20 @@ func (e *pyEncoder) encode(b *strings.Builder, v jinja.Value, depth int) error {
 		pyString(b, v.AsString(), e.ascii)
 	case v.IsList():
 		items := v.AsList().Items
-		if len(items) == 0 {
-			b.WriteString("[]")
-			return nil
-		}
-		b.WriteByte('[')
-		for i, item := range items {
-			if i > 0 {
-				b.WriteString(e.item)
-			}
-			if e.pretty {
-				e.newline(b, depth+1)
-			}
-			if err := e.encode(b, item, depth+1); err != nil {
-				return err
-			}
-		}
-		if e.pretty {
-			e.newline(b, depth)
-		}
-		b.WriteByte(']')
+		return e.container(b, '[', ']', len(items), depth, func(i int) error {
+			return e.encode(b, items[i], depth+1)
+		})
 	case v.IsDict():
 		d := v.AsDict()
-		if d.Len() == 0 {
-			b.WriteString("{}")
-			return nil
-		}
 		keys := d.Keys
 		if e.sortKeys {
 			keys = slices.Sorted(slices.Values(keys))
 		}
-		b.WriteByte('{')
-		for i, k := range keys {
-			if i > 0 {
-				b.WriteString(e.item)
-			}
-			if e.pretty {
-				e.newline(b, depth+1)
-			}
-			pyString(b, k, e.ascii)
+		return e.container(b, '{', '}', len(keys), depth, func(i int) error {
+			pyString(b, keys[i], e.ascii)
 			b.WriteString(e.key)
-			if err := e.encode(b, d.Data[k], depth+1); err != nil {
-				return err
-			}
-		}
-		if e.pretty {
-			e.newline(b, depth)
-		}
-		b.WriteByte('}')
+			return e.encode(b, d.Data[keys[i]], depth+1)
+		})
 	case v.IsUndefined():
 		return fmt.Errorf("tojson: Object of type Undefined is not JSON serializable")
 	default:

@@ -47,12 +47,17 @@ type segmentCache struct {
 
 func segmentCost(text string, ids []int) int { return len(text) + 8*len(ids) }
 
-// get returns the cached tokens of text.
-func (c *segmentCache) get(text string, first bool) ([]int, bool) {
+// keyOf returns the key of a stretch, and false for one too short or too
+// long to cache.
+func keyOf(text string, first bool) (segmentKey, bool) {
 	if len(text) < segmentMin || len(text) > segmentMax {
-		return nil, false
+		return segmentKey{}, false
 	}
-	key := segmentKey{xxhash.Sum64String(text), first}
+	return segmentKey{xxhash.Sum64String(text), first}, true
+}
+
+// get returns the cached tokens of text, whose key is key.
+func (c *segmentCache) get(key segmentKey, text string) ([]int, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	s, ok := c.entries[key]
@@ -62,12 +67,8 @@ func (c *segmentCache) get(text string, first bool) ([]int, bool) {
 	return s.ids, true
 }
 
-// put caches the tokens of text; ids are copied.
-func (c *segmentCache) put(text string, first bool, ids []int) {
-	if len(text) < segmentMin || len(text) > segmentMax {
-		return
-	}
-	key := segmentKey{xxhash.Sum64String(text), first}
+// put caches the tokens of text, whose key is key; ids are copied.
+func (c *segmentCache) put(key segmentKey, text string, ids []int) {
 	s := segment{text: strings.Clone(text), ids: append([]int(nil), ids...)} // not a slice of a request kept alive
 	c.mu.Lock()
 	defer c.mu.Unlock()

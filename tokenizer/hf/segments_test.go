@@ -33,21 +33,33 @@ func TestSegmentCacheIsExact(t *testing.T) {
 // too short or too long to be worth it.
 func TestSegmentCacheIsBounded(t *testing.T) {
 	var c segmentCache
+	put := func(text string, first bool, ids []int) {
+		if key, ok := keyOf(text, first); ok {
+			c.put(key, text, ids)
+		}
+	}
+	get := func(text string, first bool) ([]int, bool) {
+		key, ok := keyOf(text, first)
+		if !ok {
+			return nil, false
+		}
+		return c.get(key, text)
+	}
 	ids := make([]int, 1000)
 	text := strings.Repeat("x", 4096)
 	for i := range 10_000 {
-		c.put(fmt.Sprintf("%d %s", i, text), false, ids)
+		put(fmt.Sprintf("%d %s", i, text), false, ids)
 	}
 	require.LessOrEqual(t, c.bytes, segmentBudget)
-	_, ok := c.get(fmt.Sprintf("%d %s", 0, text), false)
+	_, ok := get(fmt.Sprintf("%d %s", 0, text), false)
 	require.False(t, ok, "the oldest stretch was evicted")
-	got, ok := c.get(fmt.Sprintf("%d %s", 9_999, text), false)
+	got, ok := get(fmt.Sprintf("%d %s", 9_999, text), false)
 	require.True(t, ok)
 	require.Len(t, got, 1000)
-	_, ok = c.get(fmt.Sprintf("%d %s", 9_999, text), true)
+	_, ok = get(fmt.Sprintf("%d %s", 9_999, text), true)
 	require.False(t, ok, "a stretch that starts the text is another entry")
 
-	c.put("short", false, []int{1})
-	_, ok = c.get("short", false)
+	put("short", false, []int{1})
+	_, ok = get("short", false)
 	require.False(t, ok)
 }

@@ -94,13 +94,18 @@ func (e *encoder) token(id int32) { e.out = append(e.out, int(id)) }
 // rawPiece normalizes one stretch of the text between tokens matched in
 // the raw text and looks for the normalized tokens in it.
 func (e *encoder) rawPiece(s string, offset int) {
-	if ids, ok := e.t.segments.get(s, offset == 0); ok {
+	key, cacheable := keyOf(s, offset == 0)
+	if !cacheable {
+		e.encodeRaw(s, offset)
+		return
+	}
+	if ids, ok := e.t.segments.get(key, s); ok {
 		e.out = append(e.out, ids...)
 		return
 	}
 	start := len(e.out)
 	e.encodeRaw(s, offset)
-	e.t.segments.put(s, offset == 0, e.out[start:])
+	e.t.segments.put(key, s, e.out[start:])
 }
 
 // encodeRaw is rawPiece without the segment cache.

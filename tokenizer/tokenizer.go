@@ -56,7 +56,7 @@ func New(cfg Config) (*Tokenizer, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("tokenizer: %w", err)
 	}
-	t := &Tokenizer{eos: -1}
+	t := &Tokenizer{}
 	var err error
 	if cfg.Source == "" {
 		if t.enc, err = loadEncoding(cfg.Encoding); err != nil {
@@ -72,7 +72,7 @@ func New(cfg Config) (*Tokenizer, error) {
 	if t.template, err = loadTemplate(cfg); err != nil {
 		return nil, fmt.Errorf("tokenizer: chat_template: %w", err)
 	}
-	t.describeTemplate(cfg)
+	t.info.ChatTemplate = t.templateName()
 	t.eos = t.findEOS()
 	if cfg.MessageCacheSize > 0 && t.template == nil && t.model == nil {
 		t.cache = newMessageCache(cfg.MessageCacheSize)
@@ -81,17 +81,7 @@ func New(cfg Config) (*Tokenizer, error) {
 }
 
 func loadEncoding(name string) (*encoding, error) {
-	tablesMu.Lock()
-	defer tablesMu.Unlock()
-	if enc, ok := encodings[name]; ok {
-		return enc, nil
-	}
-	enc, err := newEncoding(name)
-	if err != nil {
-		return nil, err
-	}
-	encodings[name] = enc
-	return enc, nil
+	return loadShared(encodings, name, func() (*encoding, error) { return newEncoding(name) })
 }
 
 func loadModel(source string) (*hf.Tokenizer, error) {
@@ -99,17 +89,22 @@ func loadModel(source string) (*hf.Tokenizer, error) {
 	if err != nil {
 		return nil, err
 	}
+	return loadShared(models, key, func() (*hf.Tokenizer, error) { return hf.Load(source) })
+}
+
+// loadShared returns loaded[key], loading and keeping it first if absent.
+// It holds tablesMu throughout, so each is loaded once.
+func loadShared[T any](loaded map[string]T, key string, load func() (T, error)) (T, error) {
 	tablesMu.Lock()
 	defer tablesMu.Unlock()
-	if m, ok := models[key]; ok {
-		return m, nil
+	if v, ok := loaded[key]; ok {
+		return v, nil
 	}
-	m, err := hf.Load(source)
-	if err != nil {
-		return nil, err
+	v, err := load()
+	if err == nil {
+		loaded[key] = v
 	}
-	models[key] = m
-	return m, nil
+	return v, err
 }
 
 // loadTemplate loads the configured chat template: a .jinja file, else the
@@ -146,15 +141,15 @@ func isTemplateFile(name string) bool {
 	return err == nil && !fi.IsDir()
 }
 
-func (t *Tokenizer) describeTemplate(cfg Config) {
+// templateName says which chat template is in use, for Info.
+func (t *Tokenizer) templateName() string {
 	switch {
 	case t.template != nil:
-		t.info.ChatTemplate = t.template.From()
+		return t.template.From()
 	case t.model == nil:
-		t.info.ChatTemplate = "built-in ChatML"
-	default:
-		t.info.ChatTemplate = "none"
+		return "built-in ChatML"
 	}
+	return "none"
 }
 
 // findEOS returns the id of the model's end-of-sequence token: the

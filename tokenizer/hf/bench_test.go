@@ -5,6 +5,8 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/duet-serve/duet/tokenizer/internal/reftest"
 )
 
 // Benchmarks (numbers in doc.go):
@@ -26,7 +28,7 @@ func BenchmarkLoad(b *testing.B) {
 				runtime.GC()
 				runtime.ReadMemStats(&before)
 				b.StartTimer()
-				tok, err := Load(modelDir(model))
+				tok, err := Load(reftest.ModelDir(model))
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/duet-serve/duet/tokenizer/internal/reftest"
 )
 
 // refResult is one line of tests/reference/encode.mjs's output.
@@ -30,7 +32,7 @@ func referenceResults(t *testing.T, model string) []refResult {
 	t.Helper()
 	requireReference(t)
 	f, _ := reference.LoadOrStore(model, sync.OnceValues(func() ([]refResult, error) {
-		return nodeEncode(modelDir(model), corpusPath)
+		return nodeEncode(reftest.ModelDir(model), corpusPath)
 	}))
 	res, err := f.(func() ([]refResult, error))()
 	require.NoError(t, err, "node encode.mjs %s", model)
@@ -47,7 +49,7 @@ func runReference(t *testing.T, dir, corpus string) []refResult {
 
 func nodeEncode(dir, corpus string) ([]refResult, error) {
 	corpus, _ = filepath.Abs(corpus)
-	cmd := exec.Command("node", filepath.Join(referenceDir, "encode.mjs"), dir, corpus)
+	cmd := exec.Command("node", filepath.Join(reftest.Dir(), "encode.mjs"), dir, corpus)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()

@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/duet-serve/duet/tokenizer/internal/reftest"
 )
 
 // TestTiktokenMatchesTokenizerJSON writes Llama 3.1's vocabulary as a
@@ -25,7 +27,7 @@ func TestTiktokenMatchesTokenizerJSON(t *testing.T) {
 	}
 	dir := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "tokenizer.model"), []byte(b.String()), 0o644))
-	cfg, err := os.ReadFile(filepath.Join(modelDir("llama3_1"), "tokenizer_config.json"))
+	cfg, err := os.ReadFile(filepath.Join(reftest.ModelDir("llama3_1"), "tokenizer_config.json"))
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "tokenizer_config.json"), cfg, 0o644))
 	tok, err := Load(dir)

@@ -47,6 +47,7 @@ func summarize(in io.Reader, out io.Writer) int {
 			outputs[key] = append(outputs[key], e.Output)
 		case e.Test == "" && e.Action == "fail":
 			failedPkgs++
+		case e.Test == "": // a package's pass, or skip when it has no tests
 		case e.Action == "pass":
 			passed++
 			delete(outputs, key)

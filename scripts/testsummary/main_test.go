@@ -30,4 +30,12 @@ func TestSummaryCountsAndFails(t *testing.T) {
 
 	out.Reset()
 	require.Equal(t, 1, summarize(strings.NewReader(`{"Action":"fail","Package":"q"}`+"\n"), &out), "a package that failed to build fails")
+
+	out.Reset()
+	noTests := `{"Action":"output","Package":"r","Output":"?   \tr\t[no test files]\n"}
+{"Action":"skip","Package":"r"}
+{"Action":"pass","Package":"p"}
+`
+	require.Equal(t, 0, summarize(strings.NewReader(noTests), &out))
+	require.Contains(t, out.String(), "0 passed, 0 failed, 0 skipped", "a package without tests is no skipped test")
 }

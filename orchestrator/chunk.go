@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"slices"
+	"strconv"
 	"sync"
 	"unicode/utf8"
 
@@ -58,6 +59,11 @@ type chunk struct {
 	// content, reasoning or tool call (chat stream), message content
 	// (chat) or text (completions).
 	content bool
+	// text is a choice's output text (delta or message content, or the
+	// completion text), unescaped; toolCalls and reasoning report that a
+	// choice carries tool calls or reasoning text. Valid until the next read.
+	text                 []byte
+	toolCalls, reasoning bool
 	// usage is the top-level usage object; nil when absent or null.
 	usage *fastjson.Value
 	// isError reports a worker error in a 200 body or an event: a non-null
@@ -183,37 +189,47 @@ func readChoice(ch *fastjson.Value, c *chunk) {
 			c.oddFinish = c.oddFinish || engineOnlyReason(reason)
 		case "text":
 			seen.add(1)
-			c.content = c.content || len(f.GetStringBytes()) > 0
+			c.text = f.GetStringBytes()
+			c.content = c.content || len(c.text) > 0
 		case "message":
 			seen.add(2)
-			c.content = c.content || len(f.GetStringBytes("content")) > 0
+			c.text = f.GetStringBytes("content")
+			c.content = c.content || len(c.text) > 0
 		case "delta":
 			seen.add(3)
-			c.content = c.content || deltaHasContent(f)
+			readDelta(f, c)
 		}
 	})
 	c.duplicate = c.duplicate || seen.duplicate
 }
 
-// deltaHasContent reports whether a streamed chat delta carries output.
-func deltaHasContent(delta *fastjson.Value) bool {
+// readDelta adds a streamed chat delta's output to c: its text, and
+// whether it carries any output, tool calls or reasoning.
+func readDelta(delta *fastjson.Value, c *chunk) {
 	o, err := delta.Object()
 	if err != nil {
-		return false
+		return
 	}
-	found := false
 	o.Visit(func(key []byte, f *fastjson.Value) {
-		if found || !slices.Contains(contentKeys, string(key)) {
+		k := string(key)
+		if !slices.Contains(contentKeys, k) {
 			return
 		}
+		found := false
 		switch f.Type() {
 		case fastjson.TypeString:
-			found = len(f.GetStringBytes()) > 0
+			b := f.GetStringBytes()
+			found = len(b) > 0
+			if k == "content" {
+				c.text = b
+			}
 		case fastjson.TypeArray:
 			found = len(f.GetArray()) > 0
 		}
+		c.content = c.content || found
+		c.toolCalls = c.toolCalls || found && k == "tool_calls"
+		c.reasoning = c.reasoning || found && k != "content" && k != "tool_calls"
 	})
-	return found
 }
 
 // usageOf returns the usage the chunk reports (zero when it has none).
@@ -337,12 +353,19 @@ func (r *chunkReader) normaliseFinish(v *fastjson.Value) {
 }
 
 // setUsage overrides prompt_tokens, total_tokens and
-// prompt_tokens_details.cached_tokens of usage (other keys are kept) and
-// returns the usage now reported.
+// prompt_tokens_details.cached_tokens of usage with the context phase's
+// (other keys are kept) and returns the usage now reported.
 func (r *chunkReader) setUsage(usage *fastjson.Value, u openai.Usage, ctx *protocol.Context) openai.Usage {
 	u.PromptTokens = ctx.PromptTokens
 	u.TotalTokens = u.PromptTokens + u.CompletionTokens
 	u.PromptTokensDetails = &openai.PromptTokensDetails{CachedTokens: ctx.CachedTokens}
+	r.writeUsage(usage, u)
+	return u
+}
+
+// writeUsage sets usage's prompt_tokens, total_tokens and
+// prompt_tokens_details.cached_tokens to u's; other keys are kept.
+func (r *chunkReader) writeUsage(usage *fastjson.Value, u openai.Usage) {
 	usage.Set("prompt_tokens", r.arena.NewNumberInt(u.PromptTokens))
 	usage.Set("total_tokens", r.arena.NewNumberInt(u.TotalTokens))
 	details := usage.Get("prompt_tokens_details")
@@ -350,6 +373,44 @@ func (r *chunkReader) setUsage(usage *fastjson.Value, u openai.Usage, ctx *proto
 		details = r.arena.NewObject()
 		usage.Set("prompt_tokens_details", details)
 	}
-	details.Set("cached_tokens", r.arena.NewNumberInt(ctx.CachedTokens))
-	return u
+	details.Set("cached_tokens", r.arena.NewNumberInt(u.CachedTokens()))
+}
+
+// splice returns an event of a continuation leg (see migrate.go) as the
+// client must see it, and the usage it reports: the first leg's id and
+// created time, no role in its deltas (the client had it), a finish reason
+// outside OpenAI's set made "stop", and usage counting the whole answer:
+// the first leg's prompt and cached tokens, and the completion tokens of
+// every leg. data must be what c was read from; the result is valid until
+// the chunkReader's next read.
+func (r *chunkReader) splice(data []byte, c chunk, a *answer) ([]byte, openai.Usage) {
+	v, err := r.p.ParseBytes(data) // see rewrite: parse again before writing
+	if err != nil {
+		return data, usageOf(c)
+	}
+	r.arena.Reset()
+	u := usageOf(c)
+	if v.Exists("id") {
+		v.Set("id", r.arena.NewString(a.id))
+	}
+	if v.Exists("created") {
+		v.Set("created", r.arena.NewNumberString(strconv.FormatInt(a.created, 10)))
+	}
+	for _, ch := range v.GetArray("choices") {
+		if d := ch.Get("delta"); d != nil && d.Type() == fastjson.TypeObject {
+			d.Del("role")
+		}
+	}
+	if c.oddFinish {
+		r.normaliseFinish(v)
+	}
+	if usage := v.Get("usage"); c.usage != nil && usage != nil {
+		u = openai.Usage{PromptTokens: a.promptTokens, CompletionTokens: a.sentTokens + u.CompletionTokens,
+			PromptTokensDetails: &openai.PromptTokensDetails{CachedTokens: a.cachedTokens}}
+		u.TotalTokens = u.PromptTokens + u.CompletionTokens
+		r.writeUsage(usage, u)
+		usage.Set("completion_tokens", r.arena.NewNumberInt(u.CompletionTokens))
+	}
+	r.out = appendJSON(r.out[:0], v)
+	return r.out, u
 }

@@ -19,6 +19,10 @@ type Config struct {
 	// MaxRetries is how many times a failed attempt is retried on other
 	// workers before the client gets an error (default 2).
 	MaxRetries int `mapstructure:"max_retries" help:"retries of a failed attempt on other workers"`
+	// MaxMigrations is how many times one generation may move to another
+	// gen worker after its worker failed mid-stream (see migrate.go;
+	// default 2, 0 turns migration off).
+	MaxMigrations int `mapstructure:"max_migrations" help:"times a failed generation may continue on another gen worker (0: never)"`
 	// ContextTimeout bounds the context phase (default 60s).
 	ContextTimeout time.Duration `mapstructure:"context_timeout" help:"time limit of the context phase"`
 	// FirstEventTimeout bounds the wait for the gen worker's response
@@ -111,6 +115,7 @@ func Defaults() Config {
 	return Config{
 		Protocol:           "trtllm",
 		MaxRetries:         2,
+		MaxMigrations:      2,
 		ContextTimeout:     60 * time.Second,
 		FirstEventTimeout:  60 * time.Second,
 		StreamIdleTimeout:  60 * time.Second,
@@ -145,6 +150,8 @@ func (c Config) Validate() error {
 	switch {
 	case c.MaxRetries < 0:
 		return fmt.Errorf("max_retries: must be >= 0, got %d", c.MaxRetries)
+	case c.MaxMigrations < 0:
+		return fmt.Errorf("max_migrations: must be >= 0, got %d", c.MaxMigrations)
 	case c.MaxLocalPrefillTokens < 0:
 		return fmt.Errorf("max_local_prefill_tokens: must be >= 0, got %d", c.MaxLocalPrefillTokens)
 	case c.MaxLocalPrefillTokens > 0 && c.Protocol == "sglang":

@@ -31,6 +31,9 @@ type flight struct {
 	// prefix match found, or one duet minted).
 	session  string
 	attempts int
+	// migrations counts the times its generation moved to another gen
+	// worker mid-stream (migrate.go).
+	migrations int
 
 	// What the current attempt measured.
 	ctxRan bool // its context phase completed
@@ -142,7 +145,7 @@ func (o *Orchestrator) record(f *flight) {
 	fields := []zap.Field{
 		zap.String("request_id", f.req.ID), zap.String("endpoint", ep), zap.Int("status", f.status),
 		zap.String("session", f.session), zap.String("ctx", f.route.Ctx), zap.String("gen", f.route.Gen),
-		zap.String("decision", f.route.Header()), zap.Int("attempts", f.attempts),
+		zap.String("decision", f.route.Header()), zap.Int("attempts", f.attempts), zap.Int("migrations", f.migrations),
 		zap.Int("prompt_tokens", len(f.req.Tokens)), zap.Int("cached_tokens", f.cachedTokens), zap.Int("output_tokens", f.outputTokens),
 		zap.Duration("ctx_time", f.ctxDur), zap.Duration("ttft", f.ttft), zap.Duration("total", total),
 	}

@@ -15,6 +15,7 @@ type metrics struct {
 	ttftRoute  *prometheus.HistogramVec
 	phase      *prometheus.HistogramVec
 	retries    *prometheus.CounterVec
+	migrations *prometheus.CounterVec
 	events     prometheus.Counter
 	bytes      prometheus.Counter
 	decisions  *prometheus.CounterVec
@@ -81,6 +82,9 @@ func newMetrics(reg prometheus.Registerer, r *router.Router, up *upstream) (*met
 			Help: "Duration of the context and generation phases.", Buckets: latencyBuckets}, []string{"phase"}),
 		retries: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "duet_retries_total",
 			Help: "Attempts retried after a worker failure, by failed phase (generation-only: the same handle on another gen worker)."}, []string{"phase"}),
+		migrations: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "duet_migrations_total",
+			Help: "Generations whose gen worker failed mid-stream, by failure (died, stalled, error_event, aborted, garbled) and outcome: migrated, failed (no worker could continue it), or why it was not tried (limit, n, logprobs, seed, structured_output, tool_calls, reasoning, batch, at_limit, unparsable)."},
+			[]string{"reason", "outcome"}),
 		events: prometheus.NewCounter(prometheus.CounterOpts{Name: "duet_relayed_events_total",
 			Help: "SSE events relayed from gen workers to clients."}),
 		bytes: prometheus.NewCounter(prometheus.CounterOpts{Name: "duet_relayed_bytes_total",
@@ -95,7 +99,7 @@ func newMetrics(reg prometheus.Registerer, r *router.Router, up *upstream) (*met
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.duration, m.ttft, m.ttftRoute, m.phase, m.retries, m.events, m.bytes,
+	for _, c := range []prometheus.Collector{m.requests, m.duration, m.ttft, m.ttftRoute, m.phase, m.retries, m.migrations, m.events, m.bytes,
 		m.decisions, m.cacheError, &workerCollector{router: r}, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "duet_upstream_connections", Help: "Open connections to workers, idle or in use."},
 			func() float64 { return float64(up.conns()) })} {

@@ -126,7 +126,7 @@ func (o *Orchestrator) Handle(ctx context.Context, in Incoming) *Response {
 			panic(p)
 		}
 	}()
-	resp, err := o.serve(f)
+	resp, err := o.serve(f, nil)
 	if err != nil {
 		return f.fail(err)
 	}
@@ -134,11 +134,12 @@ func (o *Orchestrator) Handle(ctx context.Context, in Incoming) *Response {
 }
 
 // serve routes and runs attempts until one succeeds, the failure is not
-// retryable, the client left, or retries run out.
-func (o *Orchestrator) serve(f *flight) (*Response, error) {
+// retryable, the client left, or retries run out. excludeGen, when not
+// nil, holds gen workers no attempt may use (it is added to).
+func (o *Orchestrator) serve(f *flight, excludeGen map[string]bool) (*Response, error) {
 	req := f.req
 	rr := &router.Request{SessionKey: req.SessionKey, RequestID: req.ID, Tokens: req.Tokens, Hashes: req.Hashes,
-		MaxTokens: req.MaxTokens}
+		MaxTokens: req.MaxTokens, ExcludeGen: excludeGen}
 	var last *workerError
 	handleRetried := false // a gen 4xx to a handle gets one fresh context phase
 	for attempt := 0; attempt <= o.cfg.MaxRetries; attempt++ {
@@ -211,5 +212,6 @@ func (o *Orchestrator) newInput(f *flight) protocol.Input {
 		ConversationID: f.session,
 		CtxWorker:      protocol.WorkerAddr{Host: ctxWorker.Host, BootstrapPort: ctxWorker.BootstrapPort},
 		Room:           o.rand() % (protocol.MaxRoom + 1),
+		PromptTokenIDs: f.req.PromptIDs,
 	}
 }

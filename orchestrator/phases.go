@@ -1,6 +1,7 @@
 package orchestrator
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"go.opentelemetry.io/otel/trace"
@@ -29,7 +30,7 @@ func (o *Orchestrator) attempt(f *flight, rr *router.Request) (*Response, error)
 	if pair.Same() || o.prefillLocally(req, pair) {
 		f.prefillOver() // no context phase: the gen worker prefills
 		f.route.Shape = ShapeLocal
-		return o.generate(f, protocol.Request{Body: req.Body}, nil)
+		return o.generate(f, protocol.Request{Body: localBody(req)}, nil)
 	}
 	if o.adapter.Concurrent() {
 		return o.concurrent(f, in)
@@ -51,6 +52,28 @@ func (o *Orchestrator) attempt(f *flight, rr *router.Request) (*Response, error)
 		return o.regenerate(f, rr, genReq, &c, err)
 	}
 	return resp, err
+}
+
+// localBody is the body of a generation the gen worker prefills itself:
+// the client's, with the prompt as token ids when the request has them.
+func localBody(req *Request) []byte {
+	if req.PromptIDs == nil {
+		return req.Body
+	}
+	var body map[string]json.RawMessage
+	if json.Unmarshal(req.Body, &body) != nil {
+		return req.Body // parsed before: cannot happen
+	}
+	key := "prompt_token_ids"
+	if req.Endpoint == protocol.EndpointCompletions {
+		key = "prompt"
+	}
+	body[key] = req.PromptIDs
+	b, err := json.Marshal(body)
+	if err != nil {
+		return req.Body
+	}
+	return b
 }
 
 // prefillLocally is cache-aware conditional disaggregation: the context

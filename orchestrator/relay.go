@@ -31,27 +31,82 @@ type sseEvent struct {
 	err  error
 }
 
-// relay moves one gen worker stream to the client. A reader goroutine reads
-// events into a channel; the relay loop writes them, pings during silences
-// and enforces idle and total limits. close(stop) plus closing the upstream
-// stream ends the reader, which run and abort always join.
+// relay moves a generation to the client: one gen worker stream (a leg),
+// or, when a worker fails mid-stream and the answer is migrated, one leg
+// after another (see migrate.go). The relay loop writes each leg's events,
+// pings during silences and enforces idle and total limits.
 type relay struct {
 	f     *flight
-	st    *stream
-	ctx   *protocol.Context // the context phase's result; nil when none
+	leg   *leg              // the stream being relayed
+	ctx   *protocol.Context // the first leg's context phase result; nil when none
 	lim   streamLimits
 	start time.Time // the generation phase's
 
-	events        chan sseEvent
-	stop          chan struct{}
-	joined        sync.WaitGroup
 	first         sseEvent
 	firstChunk    chunk // first, as awaitFirst read it
 	finished      bool  // a finish_reason was seen
 	workerErr     error // the worker ended the stream with its own error event
 	contentEvents int   // events with text: the output token count when usage is absent
 	chunks        *chunkReader
-	once          sync.Once
+	// answer is what the client got so far, kept to continue it on another
+	// worker; nil when the request cannot be migrated.
+	answer *answer
+	// withheld is a worker's error event not yet relayed because the
+	// answer might be migrated; halt relays it when it is not.
+	withheld []byte
+	once     sync.Once
+}
+
+// leg is one gen worker stream: a reader goroutine reads its events into a
+// channel. close(stop) plus closing the upstream stream ends the reader,
+// which close always joins.
+type leg struct {
+	st     *stream
+	events chan sseEvent
+	stop   chan struct{}
+	joined sync.WaitGroup
+	once   sync.Once
+}
+
+func openLeg(st *stream) *leg {
+	l := &leg{st: st, events: make(chan sseEvent, 16), stop: make(chan struct{})}
+	l.joined.Add(1)
+	go l.read()
+	return l
+}
+
+func (l *leg) read() {
+	defer l.joined.Done()
+	sr := openai.NewSSEReader(l.st.body, 0)
+	for {
+		data, err := sr.Next()
+		ev := sseEvent{err: err}
+		if err == nil {
+			ev.data = append([]byte(nil), data...)
+		}
+		select {
+		case l.events <- ev:
+		case <-l.stop:
+			return
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// close ends the upstream stream, joins the reader, then releases the
+// response. Idempotent.
+func (l *leg) close() {
+	l.once.Do(func() {
+		close(l.stop)
+		if l.st == nil { // eventsLeg: nothing to read
+			return
+		}
+		l.st.closeBody()
+		l.joined.Wait()
+		l.st.close()
+	})
 }
 
 // streamLimits bound a relayed stream (see Config).
@@ -66,31 +121,7 @@ func (o *Orchestrator) streamLimits() streamLimits {
 }
 
 func newRelay(f *flight, st *stream, c *protocol.Context, lim streamLimits, start time.Time) *relay {
-	rl := &relay{f: f, st: st, ctx: c, lim: lim, start: start,
-		events: make(chan sseEvent, 16), stop: make(chan struct{}), chunks: getChunkReader()}
-	rl.joined.Add(1)
-	go rl.read()
-	return rl
-}
-
-func (rl *relay) read() {
-	defer rl.joined.Done()
-	sr := openai.NewSSEReader(rl.st.body, 0)
-	for {
-		data, err := sr.Next()
-		ev := sseEvent{err: err}
-		if err == nil {
-			ev.data = append([]byte(nil), data...)
-		}
-		select {
-		case rl.events <- ev:
-		case <-rl.stop:
-			return
-		}
-		if err != nil {
-			return
-		}
-	}
+	return &relay{f: f, leg: openLeg(st), ctx: c, lim: lim, start: start, chunks: getChunkReader()}
 }
 
 // awaitFirst waits until firstBy for the first event, so that a worker that
@@ -101,7 +132,7 @@ func (rl *relay) awaitFirst(firstBy time.Time) error {
 	select {
 	case <-rl.f.ctx.Done():
 		return errCancelled
-	case ev := <-rl.events:
+	case ev := <-rl.leg.events:
 		switch {
 		case ev.err != nil:
 			return fmt.Errorf("stream ended before its first event: %w", ev.err)
@@ -122,14 +153,11 @@ func (rl *relay) awaitFirst(firstBy time.Time) error {
 	}
 }
 
-// abort ends the upstream stream, joins the reader, then releases the
-// response. Idempotent.
+// abort ends the upstream stream and releases what the relay holds.
+// Idempotent.
 func (rl *relay) abort() {
 	rl.once.Do(func() {
-		close(rl.stop)
-		rl.st.closeBody()
-		rl.joined.Wait()
-		rl.st.close()
+		rl.leg.close()
 		putChunkReader(rl.chunks)
 	})
 }
@@ -163,6 +191,7 @@ func (rl *relay) run(w *bufio.Writer) {
 }
 
 func (rl *relay) loop(w *bufio.Writer) (int, error) {
+	rl.newAnswer()
 	if err := rl.emit(w, rl.first.data, rl.firstChunk); err != nil {
 		return rl.halt(w, err)
 	}
@@ -185,16 +214,28 @@ func (rl *relay) loop(w *bufio.Writer) (int, error) {
 		select {
 		case <-rl.f.ctx.Done():
 			return statusClientClosed, errClientGone
-		case ev := <-rl.events:
+		case ev := <-rl.leg.events:
 			if ev.err != nil {
+				if rl.migrate(w, failDied, ev.err) {
+					lastWrite, lastEvent = now(), now()
+					continue
+				}
 				return rl.end(w, ev.err)
 			}
 			if openai.IsDone(ev.data) {
+				if rl.migrate(w, failDied, errStreamCut) {
+					lastWrite, lastEvent = now(), now()
+					continue
+				}
 				status, err := rl.end(w, nil)
 				rl.drain()
 				return status, err
 			}
 			if err := rl.forward(w, ev.data); err != nil {
+				if !errors.Is(err, errClientWrite) && rl.migrate(w, migrationFailure(err), err) {
+					lastWrite, lastEvent = now(), now()
+					continue
+				}
 				return rl.halt(w, err)
 			}
 			if err := rl.flushUnlessPending(w); err != nil {
@@ -208,7 +249,11 @@ func (rl *relay) loop(w *bufio.Writer) (int, error) {
 			case !t.Before(endBy):
 				return rl.failStream(w, errStreamTooLong)
 			case t.Sub(lastEvent) >= rl.lim.idle:
-				return rl.failStream(w, errStreamIdle)
+				if !rl.migrate(w, failStalled, errStreamIdle) {
+					return rl.failStream(w, errStreamIdle)
+				}
+				lastWrite, lastEvent = now(), now()
+				t = lastWrite
 			case t.Sub(lastWrite) >= rl.lim.ping:
 				if openai.WriteComment(w, "ping") != nil || w.Flush() != nil {
 					return statusClientClosed, errClientGone
@@ -237,7 +282,7 @@ func (rl *relay) drain() {
 	defer timeout.Stop()
 	for {
 		select {
-		case ev := <-rl.events:
+		case ev := <-rl.leg.events:
 			if ev.err != nil {
 				return
 			}
@@ -253,7 +298,7 @@ func (rl *relay) drain() {
 // event is already waiting: events that arrive together leave in one
 // write, and none waits for a later one.
 func (rl *relay) flushUnlessPending(w *bufio.Writer) error {
-	if len(rl.events) > 0 {
+	if len(rl.leg.events) > 0 {
 		return nil
 	}
 	if w.Flush() != nil {
@@ -267,6 +312,12 @@ func (rl *relay) flushUnlessPending(w *bufio.Writer) error {
 func (rl *relay) halt(w *bufio.Writer, err error) (int, error) {
 	if errors.Is(err, errClientWrite) {
 		return statusClientClosed, errClientGone
+	}
+	if rl.withheld != nil { // the worker's own error event, as it would have been relayed
+		_ = openai.WriteEvent(w, rl.withheld)
+		_ = openai.WriteDone(w)
+		_ = w.Flush()
+		return http.StatusBadGateway, err
 	}
 	return rl.failStream(w, err)
 }
@@ -316,10 +367,14 @@ func eventFailure(c chunk, err error, data []byte) error {
 	case err != nil:
 		return fmt.Errorf("generation worker sent an event that is not a JSON object (%v): %s", err, truncate(data, 200))
 	case c.failed:
-		return fmt.Errorf("generation worker gave up on the request (finish_reason %q)", c.finish)
+		return fmt.Errorf("%w (finish_reason %q)", errFailureFinish, c.finish)
 	}
 	return nil
 }
+
+// errFailureFinish marks an event whose finish reason says the worker
+// gave up on the request (abort, error, ...).
+var errFailureFinish = errors.New("generation worker gave up on the request")
 
 // errClientWrite marks a write to the client that failed: the client is
 // gone. Every other error forward returns is the worker's fault.
@@ -343,11 +398,22 @@ func (rl *relay) forward(w *bufio.Writer, data []byte) error {
 func (rl *relay) emit(w *bufio.Writer, data []byte, c chunk) error {
 	if c.isError {
 		e := eventError(data)
-		rl.workerErr = fmt.Errorf("generation worker error event: %s", e.Message)
+		if rl.answer != nil { // held back: the answer may go on elsewhere
+			rl.withheld = e.JSON()
+			return fmt.Errorf("%w: %s", errWorkerEvent, e.Message)
+		}
+		rl.workerErr = fmt.Errorf("%w: %s", errWorkerEvent, e.Message)
 		data = e.JSON()
 	} else {
+		if rl.answer != nil {
+			rl.answer.add(c)
+		}
 		var u openai.Usage
-		data, u = rl.chunks.rewrite(data, c, rl.ctx)
+		if rl.answer.continued() {
+			data, u = rl.chunks.splice(data, c, rl.answer)
+		} else {
+			data, u = rl.chunks.rewrite(data, c, rl.ctx)
+		}
 		if c.usage != nil {
 			rl.f.cachedTokens, rl.f.outputTokens = u.CachedTokens(), u.CompletionTokens
 		}

@@ -53,6 +53,10 @@ type Request struct {
 	Hashes []uint64
 	// Body is the client's body without any internal field.
 	Body []byte
+	// PromptIDs, when set, is the prompt as a JSON array of token ids, sent
+	// instead of the body's: a migrated chat answer's continuation on an
+	// engine that does not continue a final message (continue.go).
+	PromptIDs json.RawMessage
 }
 
 // sessionHeaders are read in order after the body fields (DESIGN.md).

@@ -29,6 +29,7 @@ const (
 	spanContext    = "context"
 	spanFirstEvent = "generation.first_event"
 	spanStream     = "generation.stream"
+	spanMigration  = "generation.migration"
 )
 
 // w3c reads and writes W3C traceparent / tracestate headers.

@@ -31,6 +31,12 @@ type Adapter interface {
 	// prefill.
 	PortableHandle() bool
 
+	// ContinuesFinalMessage reports whether the engine's chat endpoint
+	// continues a final assistant message (continue_final_message): a
+	// migrated answer is then continued by text. When false, the
+	// continuation's prompt is sent as token ids (Input.PromptTokenIDs).
+	ContinuesFinalMessage() bool
+
 	// ContextRequest returns the request for the ctx worker. It is always a
 	// non-streaming request except on a Concurrent adapter, whose two legs
 	// carry the client's own stream setting.

@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 )
@@ -47,6 +48,11 @@ type Input struct {
 	// CtxWorker is where the chosen ctx worker can be reached by the gen
 	// worker; SGLang needs it, the other adapters ignore it.
 	CtxWorker WorkerAddr
+	// PromptTokenIDs, when not nil, is the prompt as a JSON array of token
+	// ids, sent instead of the body's messages or prompt by an adapter whose
+	// engine does not continue a final message (see
+	// Adapter.ContinuesFinalMessage); the others ignore it.
+	PromptTokenIDs json.RawMessage
 	// Room is SGLang's bootstrap_room, drawn at random by the orchestrator
 	// per attempt, in [0, MaxRoom].
 	Room uint64
@@ -64,8 +70,8 @@ type WorkerAddr struct {
 
 // Validate checks the fields every adapter relies on: a valid Endpoint, a
 // non-empty Body, RequestID in [MinRequestID, MaxRequestID], Room at most
-// MaxRoom, a RequestIDText fit for a header value (no control characters)
-// and a BootstrapPort in [0, 65535]. It does not parse Body. Errors
+// MaxRoom, a RequestIDText fit for a header value (no control characters),
+// PromptTokenIDs nil or a JSON array, and a BootstrapPort in [0, 65535]. It does not parse Body. Errors
 // wrap ErrBadInput. Adapters call it first; the orchestrator may call it
 // earlier.
 func (in *Input) Validate() error {
@@ -80,6 +86,8 @@ func (in *Input) Validate() error {
 		return fmt.Errorf("%w: bootstrap room %d above %d", ErrBadInput, in.Room, MaxRoom)
 	case !headerSafe(in.RequestIDText):
 		return fmt.Errorf("%w: request id text %q has control characters", ErrBadInput, in.RequestIDText)
+	case in.PromptTokenIDs != nil && !json.Valid(in.PromptTokenIDs) || len(in.PromptTokenIDs) > 0 && in.PromptTokenIDs[0] != '[':
+		return fmt.Errorf("%w: prompt token ids are not a JSON array", ErrBadInput)
 	case in.CtxWorker.BootstrapPort < 0 || in.CtxWorker.BootstrapPort > math.MaxUint16:
 		return fmt.Errorf("%w: bootstrap port %d outside [0, 65535]", ErrBadInput, in.CtxWorker.BootstrapPort)
 	}

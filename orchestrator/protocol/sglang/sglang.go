@@ -32,6 +32,13 @@ func (*Adapter) Concurrent() bool { return true }
 // generation leg is retried with a fresh pair and room.
 func (*Adapter) PortableHandle() bool { return false }
 
+// ContinuesFinalMessage is true: SGLang's ChatCompletionRequest has
+// continue_final_message; it renders the chat without the final assistant
+// message and appends its text (python/sglang/srt/entrypoints/openai/
+// serving_chat.py, 2026). It has no add_generation_prompt and ignores the
+// field.
+func (*Adapter) ContinuesFinalMessage() bool { return true }
+
 // ContextRequest returns the prefill request, which is the same as the
 // decode request (see GenerationRequest).
 func (*Adapter) ContextRequest(in protocol.Input) (protocol.Request, error) {

@@ -54,16 +54,28 @@ func (*Adapter) Concurrent() bool { return false }
 // disaggregated_params.py, 2025-2026 main).
 func (*Adapter) PortableHandle() bool { return true }
 
+// ContinuesFinalMessage is false: trtllm-serve's ChatCompletionRequest has
+// no continue_final_message and forbids unknown fields; a chat request
+// with prompt_token_ids skips the chat template, which is how a
+// continuation is sent (tensorrt_llm/serve/openai_protocol.py and
+// openai_server.py, 2026 main).
+func (*Adapter) ContinuesFinalMessage() bool { return false }
+
 // ContextRequest returns the context-only request: the client's body
 // (without nvext) with
 // disaggregated_params {request_type, disagg_request_id, conversation_id
-// (omitted when empty)}, stream false and stream_options null.
+// (omitted when empty)}, stream false and stream_options null; and with
+// in.PromptTokenIDs, when set, as the chat's prompt_token_ids or the
+// completion's prompt.
 func (*Adapter) ContextRequest(in protocol.Input) (protocol.Request, error) {
 	body, err := wire.ClientBody(Name, in)
 	if err != nil {
 		return protocol.Request{}, err
 	}
 	body.Delete(keyNVExt)
+	if !wire.IsNull(in.PromptTokenIDs) {
+		body.Set(promptKey(in.Endpoint), in.PromptTokenIDs)
+	}
 	var params wire.Object
 	params.Set(keyRequestType, wire.String(disagg.RequestContextOnly))
 	params.Set(keyDisaggRequestID, wire.Uint(in.RequestID))
@@ -120,9 +132,9 @@ func (*Adapter) ParseContextResponse(in protocol.Input, body []byte) (protocol.C
 // with disaggregated_params = the handle, whose request_type,
 // disagg_request_id, conversation_id and ctx_usage are overridden (the
 // latter two removed when empty) and whose other fields are kept as is.
-// For completions the prompt becomes ctx.PromptTokenIDs, for chat
-// prompt_token_ids is added; without PromptTokenIDs the body keeps its
-// prompt.
+// For completions the prompt becomes ctx.PromptTokenIDs (or, when the
+// context response had none, in.PromptTokenIDs), for chat prompt_token_ids
+// is added; without either the body keeps its prompt.
 func (*Adapter) GenerationRequest(in protocol.Input, ctx protocol.Context) (protocol.Request, error) {
 	if ctx.Finished {
 		return protocol.Request{}, fmt.Errorf("%s: %w: context finished the request, nothing to generate", Name, protocol.ErrBadInput)
@@ -150,14 +162,23 @@ func (*Adapter) GenerationRequest(in protocol.Input, ctx protocol.Context) (prot
 	setOrDelete(&params, keyConversationID, in.ConversationID != "", wire.String(in.ConversationID))
 	setOrDelete(&params, keyCtxUsage, !wire.IsNull(ctx.Usage), ctx.Usage)
 	body.Set(disagg.FieldDisaggregatedParams, params.Encode())
-	if !wire.IsNull(ctx.PromptTokenIDs) {
-		key := keyPromptTokenIDs
-		if in.Endpoint == protocol.EndpointCompletions {
-			key = keyPrompt
-		}
-		body.Set(key, ctx.PromptTokenIDs)
+	ids := ctx.PromptTokenIDs
+	if wire.IsNull(ids) {
+		ids = in.PromptTokenIDs
+	}
+	if !wire.IsNull(ids) {
+		body.Set(promptKey(in.Endpoint), ids)
 	}
 	return protocol.Request{Body: body.Encode()}, nil
+}
+
+// promptKey is where a prompt given as token ids goes: prompt_token_ids
+// in a chat body, prompt in a completions body.
+func promptKey(e protocol.Endpoint) string {
+	if e == protocol.EndpointCompletions {
+		return keyPrompt
+	}
+	return keyPromptTokenIDs
 }
 
 // setOrDelete sets key to raw when set is true, else removes it.

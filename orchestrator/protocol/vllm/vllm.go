@@ -67,6 +67,11 @@ func (*Adapter) Concurrent() bool { return false }
 // nixl_connector.py, v0.10-v0.12 and main 2026-05).
 func (*Adapter) PortableHandle() bool { return true }
 
+// ContinuesFinalMessage is true: vLLM's ChatCompletionRequest has
+// continue_final_message (vllm/entrypoints/openai/protocol.py, v0.6-main
+// 2026), which must come with add_generation_prompt false.
+func (*Adapter) ContinuesFinalMessage() bool { return true }
+
 // ContextRequest returns the prefill request: the client's body with the
 // prefill kv_transfer_params, stream false, max_tokens 1,
 // max_completion_tokens 1 if the body has it, and no stream_options,

@@ -31,6 +31,7 @@ const (
 	failErrorEvent = "error_event" // the worker sent an error event
 	failAborted    = "aborted"     // a failure finish reason (abort, error)
 	failGarbled    = "garbled"     // an event that is not a JSON object
+	failWorkerDown = "worker_down" // found down (health check, ejection, drain) while streaming
 )
 
 // Outcomes of a failed generation, besides the refusal reasons of
@@ -108,6 +109,9 @@ func (rl *relay) migrate(w *bufio.Writer, why string, cause error) bool {
 	f, a := rl.f, rl.answer
 	if a == nil || rl.finished || f.ctx.Err() != nil {
 		return false
+	}
+	if st := rl.leg.st; st != nil && st.down.Err() != nil {
+		why = failWorkerDown
 	}
 	o := f.o
 	outcome := a.blocked

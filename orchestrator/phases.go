@@ -136,7 +136,7 @@ func (o *Orchestrator) contextPhase(f *flight, in protocol.Input) (protocol.Cont
 func (o *Orchestrator) contextCall(f *flight, in protocol.Input, r protocol.Request) (protocol.Context, error) {
 	ep, req := f.pair.Ctx.Endpoint(), f.req
 	start := o.now()
-	rep, err := o.up.post(f.ctx, ep.URL, req.Endpoint.Path(), r, req.ID, start.Add(o.cfg.ContextTimeout))
+	rep, err := o.up.post(f.ctx, ep, req.Endpoint.Path(), r, req.ID, start.Add(o.cfg.ContextTimeout))
 	o.observe(ep, rep.status, err)
 	f.ctxDur = o.now().Sub(start)
 	o.metrics.phaseCtx.Observe(f.ctxDur.Seconds())
@@ -187,7 +187,7 @@ func (o *Orchestrator) concurrent(f *flight, in protocol.Input) (*Response, erro
 	o.background.Add(1)
 	go func() {
 		defer o.background.Done()
-		rep, err := o.up.post(ctx, ep.URL, path, ctxReq, id, o.now().Add(o.cfg.ContextTimeout))
+		rep, err := o.up.post(ctx, ep, path, ctxReq, id, o.now().Add(o.cfg.ContextTimeout))
 		o.observe(ep, rep.status, err)
 		if err == nil && rep.status != http.StatusOK {
 			err = fmt.Errorf("status %d", rep.status)
@@ -220,7 +220,7 @@ func (o *Orchestrator) generateCall(f *flight, r protocol.Request, c *protocol.C
 	ep, req := f.pair.Gen.Endpoint(), f.req
 	start := o.now()
 	if !req.Stream {
-		rep, err := o.up.post(f.ctx, ep.URL, req.Endpoint.Path(), r, req.ID, start.Add(o.cfg.StreamTotalTimeout))
+		rep, err := o.up.post(f.ctx, ep, req.Endpoint.Path(), r, req.ID, start.Add(o.cfg.StreamTotalTimeout))
 		o.observe(ep, rep.status, err)
 		if err != nil {
 			return nil, callFailed(phaseGeneration, ep, err)
@@ -240,7 +240,7 @@ func (o *Orchestrator) generateCall(f *flight, r protocol.Request, c *protocol.C
 		return &Response{Status: http.StatusOK, Body: body, Route: f.route}, nil
 	}
 	firstBy := start.Add(o.cfg.FirstEventTimeout) // one budget for headers and first event
-	st, err := o.up.openStream(f.ctx, ep.URL, req.Endpoint.Path(), r, req.ID, firstBy, start.Add(o.cfg.StreamTotalTimeout+streamSlack))
+	st, err := o.up.openStream(f.ctx, ep, req.Endpoint.Path(), r, req.ID, firstBy, start.Add(o.cfg.StreamTotalTimeout+streamSlack))
 	if st != nil {
 		o.observe(ep, st.status, nil)
 	} else {

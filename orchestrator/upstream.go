@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/duet-serve/duet/orchestrator/protocol"
+	"github.com/duet-serve/duet/router"
 	"github.com/valyala/fasthttp"
 )
 
@@ -109,16 +110,22 @@ var (
 	errTimeout   = errors.New("timed out")
 	errPoolBusy  = errors.New("no free upstream connection")
 	errCancelled = errors.New("cancelled: the client went away")
-	errUnsent    = errors.New("could not connect")
+	// errWorkerDown marks a call given up because its worker was found
+	// down (router.Endpoint.Down) while it was in flight.
+	errWorkerDown = errors.New("given up: the worker was found down")
+	errUnsent     = errors.New("could not connect")
 )
 
 // classify names a failed exchange: the request's own cancellation first,
-// then the kinds passive health must not take for a dead worker.
-func classify(ctx context.Context, err error, sent bool) error {
+// then the worker found down while the call was in flight, then the kinds
+// passive health must not take for a dead worker.
+func classify(ctx, down context.Context, err error, sent bool) error {
 	var ne net.Error
 	switch {
 	case ctx.Err() != nil:
 		return fmt.Errorf("%w: %v", errCancelled, err)
+	case down.Err() != nil:
+		return fmt.Errorf("%w: %v", errWorkerDown, err)
 	case errors.Is(err, fasthttp.ErrTimeout), errors.As(err, &ne) && ne.Timeout():
 		return fmt.Errorf("%w: %v", errTimeout, err)
 	case errors.Is(err, fasthttp.ErrNoFreeConns):
@@ -135,18 +142,18 @@ type reply struct {
 	body   []byte
 }
 
-// post sends r and reads the whole response before deadline, or until ctx
-// ends.
-func (u *upstream) post(ctx context.Context, base, path string, r protocol.Request, requestID string, deadline time.Time) (reply, error) {
-	hc, err := u.client(base)
+// post sends r to worker ep and reads the whole response before deadline,
+// or until ctx ends or ep is found down (errWorkerDown).
+func (u *upstream) post(ctx context.Context, ep *router.Endpoint, path string, r protocol.Request, requestID string, deadline time.Time) (reply, error) {
+	hc, err := u.client(ep.URL)
 	if err != nil {
 		return reply{}, err
 	}
-	req := newRequest(base, path, r, requestID)
+	req := newRequest(ep.URL, path, r, requestID)
 	defer fasthttp.ReleaseRequest(req)
 	resp := fasthttp.AcquireResponse()
 	defer fasthttp.ReleaseResponse(resp)
-	h, err := exchange(ctx, hc, req, resp, deadline, deadline)
+	h, err := exchange(ctx, ep.Down(), hc, req, resp, deadline, deadline)
 	if err != nil {
 		return reply{}, err
 	}
@@ -157,10 +164,13 @@ func (u *upstream) post(ctx context.Context, base, path string, r protocol.Reque
 // stream is a worker response whose body is read as it arrives.
 type stream struct {
 	status int
-	body   *streamBody
-	resp   *fasthttp.Response
-	conn   held
-	once   sync.Once
+	// down is the worker's Down context the stream watches: it ended when
+	// the worker was found down while the stream was open.
+	down context.Context
+	body *streamBody
+	resp *fasthttp.Response
+	conn held
+	once sync.Once
 }
 
 // streamBody reads a streamed response body and remembers whether it was
@@ -208,18 +218,19 @@ func (s *stream) readError() []byte {
 
 // openStream sends r with a streamed response and returns once the headers
 // arrived, or errTimeout at headersBy. Reading the body ends at deadline;
-// the caller bounds idle time by closing the stream. ctx cancels the call
-// until the stream is closed.
-func (u *upstream) openStream(ctx context.Context, base, path string, r protocol.Request, requestID string, headersBy, deadline time.Time) (*stream, error) {
-	hc, err := u.client(base)
+// the caller bounds idle time by closing the stream. ctx ending, or ep
+// being found down, cancels the call until the stream is closed.
+func (u *upstream) openStream(ctx context.Context, ep *router.Endpoint, path string, r protocol.Request, requestID string, headersBy, deadline time.Time) (*stream, error) {
+	hc, err := u.client(ep.URL)
 	if err != nil {
 		return nil, err
 	}
-	req := newRequest(base, path, r, requestID)
+	req := newRequest(ep.URL, path, r, requestID)
 	defer fasthttp.ReleaseRequest(req)
 	resp := fasthttp.AcquireResponse()
 	resp.StreamBody = true
-	h, err := exchange(ctx, hc, req, resp, headersBy, deadline)
+	down := ep.Down()
+	h, err := exchange(ctx, down, hc, req, resp, headersBy, deadline)
 	if err != nil {
 		fasthttp.ReleaseResponse(resp)
 		return nil, err
@@ -228,5 +239,5 @@ func (u *upstream) openStream(ctx context.Context, base, path string, r protocol
 	if body == nil { // no body to stream (fasthttp read it whole)
 		body = bytes.NewReader(resp.Body())
 	}
-	return &stream{status: resp.StatusCode(), body: &streamBody{r: body}, resp: resp, conn: h}, nil
+	return &stream{status: resp.StatusCode(), down: down, body: &streamBody{r: body}, resp: resp, conn: h}, nil
 }

@@ -32,9 +32,10 @@ type Endpoint struct {
 
 	healthy  atomic.Bool
 	draining atomic.Bool
-	load     atomic.Int64 // token-weighted load of this replica's live leases
-	remote   atomic.Int64 // the other duet replicas' load, as the shared store last said
-	inflight atomic.Int64 // live leases
+	down     atomic.Pointer[downSignal] // see Down
+	load     atomic.Int64               // token-weighted load of this replica's live leases
+	remote   atomic.Int64               // the other duet replicas' load, as the shared store last said
+	inflight atomic.Int64               // live leases
 	// kvCacheTokens is the KV cache the worker reported, in tokens; 0:
 	// none reported.
 	kvCacheTokens atomic.Int64

@@ -86,7 +86,9 @@ func (p *Pool) Sync(members []Member) bool {
 			ep.KVEvents, ep.KVEventsReplay = m.KVEvents, m.KVEventsReplay
 			changed = true
 		}
-		ep.healthy.Store(m.Healthy)
+		if ep.healthy.Swap(m.Healthy) && !m.Healthy {
+			ep.MarkDown() // its calls in flight stop waiting for it
+		}
 		ep.kvCacheTokens.Store(m.KVCacheTokens)
 		ep.kvBlockSize.Store(int64(m.KVBlockSize))
 		next.byID[m.ID] = ep

@@ -89,6 +89,9 @@ func applyWorkerChanges(ps *poolSync, changes []redisstore.WorkerChange, log *za
 			err = ps.fleet.AddWorker(workers.ExternalWorker{Name: c.ID, URL: c.URL, Role: c.Role, BootstrapPort: c.BootstrapPort})
 		case (c.Op == redisstore.OpDrain || c.Op == redisstore.OpUndrain) && ep != nil:
 			ep.SetDraining(c.Op == redisstore.OpDrain)
+			if c.Op == redisstore.OpDrain && c.Migrate {
+				ep.MarkDown()
+			}
 		}
 		if err != nil {
 			log.Warn("shared admin change not applied", zap.String("op", c.Op), zap.String("worker", c.ID), zap.String("url", c.URL), zap.Error(err))

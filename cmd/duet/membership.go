@@ -71,8 +71,10 @@ func (a admin) RemoveWorker(id string) error {
 	return a.synced(a.fleet.RemoveWorker(id))
 }
 
-// SetDraining stops (or resumes) sending new work to a worker.
-func (a admin) SetDraining(id string, draining bool) error {
+// SetDraining stops (or resumes) sending new work to a worker; with
+// migrate, the worker's calls in flight give up so that their streams
+// continue elsewhere.
+func (a admin) SetDraining(id string, draining, migrate bool) error {
 	ep := a.sync.pool.Get(id)
 	if ep == nil {
 		return fmt.Errorf("%w: worker %q", frontend.ErrNotFound, id)
@@ -81,10 +83,13 @@ func (a admin) SetDraining(id string, draining bool) error {
 	if draining {
 		op = redisstore.OpDrain
 	}
-	if err := a.publish(redisstore.WorkerChange{Op: op, ID: id, URL: ep.URL, Role: ep.Role}); err != nil {
+	if err := a.publish(redisstore.WorkerChange{Op: op, ID: id, URL: ep.URL, Role: ep.Role, Migrate: migrate}); err != nil {
 		return err
 	}
 	ep.SetDraining(draining)
+	if migrate {
+		ep.MarkDown()
+	}
 	return nil
 }
 

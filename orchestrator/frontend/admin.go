@@ -1,6 +1,7 @@
 package frontend
 
 import (
+	"bytes"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
@@ -21,9 +22,11 @@ type Admin interface {
 	AddWorker(m router.Member) error
 	// RemoveWorker takes a worker out of routing; ErrNotFound when unknown.
 	RemoveWorker(id string) error
-	// SetDraining stops or resumes new work to a worker; ErrNotFound when
-	// unknown.
-	SetDraining(id string, draining bool) error
+	// SetDraining stops or resumes new work to a worker; with migrate, a
+	// drain also moves the worker's streams in flight to other workers
+	// (their calls to it give up; see router.Endpoint.Down). ErrNotFound
+	// when unknown.
+	SetDraining(id string, draining, migrate bool) error
 }
 
 // Errors an Admin wraps, mapped to 409 and 404.
@@ -39,7 +42,9 @@ const adminPrefix = "/admin/workers"
 //	GET    /admin/workers             the workers (as /cluster_info)
 //	POST   /admin/workers             {"id","url","role"[,"bootstrap_port"]}: add a pre-launched worker
 //	DELETE /admin/workers/{id}        remove a worker from routing
-//	POST   /admin/workers/{id}/drain  stop new work to it (/undrain resumes)
+//	POST   /admin/workers/{id}/drain  stop new work to it (/undrain resumes);
+//	                                  body {"migrate":true}: also move its
+//	                                  streams in flight to other workers
 //
 // with "Authorization: Bearer <server.admin_token>". Without a token
 // configured the routes do not exist (404).
@@ -64,8 +69,13 @@ func (s *Server) admin(ctx *fasthttp.RequestCtx, path, method string) {
 		err = s.addWorker(ctx.PostBody())
 	case id != "" && action == "" && method == fasthttp.MethodDelete:
 		err = s.opts.Admin.RemoveWorker(id)
-	case id != "" && (action == "drain" || action == "undrain") && method == fasthttp.MethodPost:
-		err = s.opts.Admin.SetDraining(id, action == "drain")
+	case id != "" && action == "drain" && method == fasthttp.MethodPost:
+		var migrate bool
+		if migrate, err = drainMigrates(ctx.PostBody()); err == nil {
+			err = s.opts.Admin.SetDraining(id, true, migrate)
+		}
+	case id != "" && action == "undrain" && method == fasthttp.MethodPost:
+		err = s.opts.Admin.SetDraining(id, false, false)
 	default:
 		writeError(ctx, &orchestrator.Error{Status: http.StatusNotFound, Message: "no admin route " + method + " " + path})
 		return
@@ -75,6 +85,23 @@ func (s *Server) admin(ctx *fasthttp.RequestCtx, path, method string) {
 		return
 	}
 	writeJSON(ctx, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+// drainMigrates reads a drain's optional body, {"migrate": bool}.
+func drainMigrates(body []byte) (bool, error) {
+	if len(bytes.TrimSpace(body)) == 0 {
+		return false, nil
+	}
+	var d struct {
+		Migrate *bool `json:"migrate"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&d); err != nil || d.Migrate == nil {
+		return false, &orchestrator.Error{Status: http.StatusBadRequest, Param: "migrate",
+			Message: `drain body must be empty or {"migrate": true|false}`}
+	}
+	return *d.Migrate, nil
 }
 
 func (s *Server) authorized(ctx *fasthttp.RequestCtx) bool {

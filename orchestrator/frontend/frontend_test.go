@@ -33,7 +33,7 @@ func (f *fakeAdmin) AddWorker(m router.Member) error {
 	return nil
 }
 func (f *fakeAdmin) RemoveWorker(id string) error { return ErrNotFound }
-func (f *fakeAdmin) SetDraining(id string, d bool) error {
+func (f *fakeAdmin) SetDraining(id string, d, _ bool) error {
 	f.drained = append(f.drained, id)
 	return nil
 }

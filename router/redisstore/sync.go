@@ -128,6 +128,8 @@ type WorkerChange struct {
 	URL           string      `json:"url"`
 	Role          disagg.Role `json:"role,omitempty"`
 	BootstrapPort int         `json:"bootstrap_port,omitempty"`
+	// Migrate, on a drain, moves the worker's streams in flight elsewhere.
+	Migrate bool `json:"migrate,omitempty"`
 }
 
 // Worker change operations.

@@ -1,11 +1,16 @@
 package tests
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -88,7 +93,9 @@ func (a streamedAnswer) requireWhole(t *testing.T, want, promptTokens int, chat 
 	require.Equal(t, want, len(strings.Fields(a.text.String())), "words of the answer")
 	require.NotNil(t, a.usage)
 	require.Equal(t, want, a.usage.CompletionTokens)
-	require.Equal(t, promptTokens, a.usage.PromptTokens)
+	if promptTokens > 0 {
+		require.Equal(t, promptTokens, a.usage.PromptTokens)
+	}
 }
 
 // TestMigrateGenerationMidStream kills the stream of one of two gen workers
@@ -138,4 +145,151 @@ func (d *deployment) metricWith(t *testing.T, name, labels string) float64 {
 		}
 	}))
 	return sum
+}
+
+// TestMigrateNonStreaming: a gen worker that dies mid-answer fails a
+// non-streaming request before anything reached the client (the engines
+// send a non-streaming answer whole), so the answer is generated again on
+// another gen worker.
+func TestMigrateNonStreaming(t *testing.T) {
+	for _, proto := range []string{"trtllm", "vllm", "sglang"} {
+		t.Run(proto, func(t *testing.T) {
+			d := startServe(t, serveOptions{protocol: proto})
+			code, _, body := post(t, d.workerURL(t, "gen-0")+"/admin/faults", `{"die_rate":1,"die_after_tokens":5}`)
+			require.Equal(t, http.StatusOK, code, string(body))
+			for i := 0; i < 4; i++ {
+				code, hdr, out := d.chat(t, false, fmt.Sprintf("question %d", i), `,"max_tokens":64`)
+				require.Equal(t, http.StatusOK, code, string(out))
+				require.Equal(t, "gen-1", hdr.Get("X-Duet-Gen-Worker"))
+				var r struct {
+					Choices []struct {
+						Message struct{ Content string } `json:"message"`
+					} `json:"choices"`
+					Usage usage `json:"usage"`
+				}
+				require.NoError(t, json.Unmarshal(out, &r))
+				require.Equal(t, 64, r.Usage.CompletionTokens)
+				require.Len(t, strings.Fields(r.Choices[0].Message.Content), 64)
+			}
+			d.requireIdle(t)
+		})
+	}
+}
+
+// slowSims makes every sim token take 40 ms (2 s at the tests' time
+// scale of 0.02), so that a stream is still running when a test acts on
+// its worker.
+const slowSims = `, "--itl-base", "2s"`
+
+// openSlowStream sends a streaming chat request of 64 tokens and returns the
+// response once its first event has arrived, with that event read.
+func openSlowStream(t *testing.T, d *deployment, content string) (*http.Response, *bufio.Reader, []byte) {
+	t.Helper()
+	body := fmt.Sprintf(`{"model":"meta-llama/Llama-3.1-8B-Instruct","stream":true,"max_tokens":64,"ignore_eos":true,
+	  "stream_options":{"include_usage":true},"messages":[{"role":"user","content":%q}]}`, content)
+	resp, err := streamClient.Post(d.url+"/v1/chat/completions", "application/json", strings.NewReader(body))
+	require.NoError(t, err)
+	t.Cleanup(func() { resp.Body.Close() })
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	r := bufio.NewReader(resp.Body)
+	var read []byte
+	for !strings.Contains(string(read), "\n\n") {
+		line, err := r.ReadBytes('\n')
+		require.NoError(t, err)
+		read = append(read, line...)
+	}
+	return resp, r, read
+}
+
+// streamClient gives up on a request after a minute: far beyond health
+// detection plus a normal request, far below the tests' five-minute
+// worker timeouts.
+var streamClient = &http.Client{Timeout: time.Minute}
+
+// pidOf returns the pid of fleet worker name.
+func (d *deployment) pidOf(t *testing.T, name string) int {
+	t.Helper()
+	for _, w := range d.cluster(t).Fleet {
+		if w.Name == name {
+			return w.PID
+		}
+	}
+	t.Fatalf("no fleet worker %s", name)
+	return 0
+}
+
+// leftHung is a restart policy that leaves an unhealthy worker running,
+// as a worker duet did not launch is: only duet's routing reacts to it.
+const leftHung = "{attempts: 0}"
+
+// stopWorker SIGSTOPs a fleet worker (hung, not dead) until the test ends.
+func (d *deployment) stopWorker(t *testing.T, name string) {
+	t.Helper()
+	pid := d.pidOf(t, name)
+	require.NoError(t, syscall.Kill(pid, syscall.SIGSTOP))
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGCONT) })
+}
+
+// TestHungGenWorkerStreamMigrates: a gen worker that stops answering in the
+// middle of a stream (SIGSTOP) costs its health detection time, not the
+// five-minute idle timeout: the stream continues on the other gen worker.
+func TestHungGenWorkerStreamMigrates(t *testing.T) {
+	for _, proto := range []string{"trtllm", "vllm", "sglang"} {
+		t.Run(proto, func(t *testing.T) {
+			d := startServe(t, serveOptions{protocol: proto, timeout: "5m", simArgs: slowSims, restart: leftHung})
+			resp, rest, first := openSlowStream(t, d, "a question for a worker about to hang")
+			d.stopWorker(t, resp.Header.Get("X-Duet-Gen-Worker"))
+			tail, err := io.ReadAll(rest)
+			require.NoError(t, err, "the answer ends within the client's minute")
+			readStream(t, append(first, tail...)).requireWhole(t, 64, 0, true)
+			require.GreaterOrEqual(t, d.metricWith(t, "duet_migrations_total", `outcome="migrated",reason="worker_down"`), 1.0)
+		})
+	}
+}
+
+// TestHungCtxWorkerPrefillRetried: requests waiting on a ctx worker that
+// stopped answering (SIGSTOP) are retried on the other one as soon as its
+// health check finds it down, not after the five-minute context timeout.
+func TestHungCtxWorkerPrefillRetried(t *testing.T) {
+	d := startServe(t, serveOptions{protocol: "vllm", timeout: "5m", restart: leftHung})
+	d.stopWorker(t, "ctx-0")
+	var wg sync.WaitGroup
+	codes := make([]int, 6)
+	for i := range codes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			body := fmt.Sprintf(`{"model":"meta-llama/Llama-3.1-8B-Instruct","max_tokens":8,"messages":[{"role":"user","content":"hung %d"}]}`, i)
+			resp, err := streamClient.Post(d.url+"/v1/chat/completions", "application/json", strings.NewReader(body))
+			if err != nil {
+				return // codes[i] stays 0: the client gave up
+			}
+			defer resp.Body.Close()
+			_, _ = io.Copy(io.Discard, resp.Body)
+			codes[i] = resp.StatusCode
+		}()
+	}
+	wg.Wait()
+	for i, code := range codes {
+		require.Equal(t, http.StatusOK, code, "request %d", i)
+	}
+}
+
+// TestDrainWithMigrationMovesStreams: draining a gen worker with migrate
+// moves its stream in flight to the other gen worker; the client gets one
+// whole answer.
+func TestDrainWithMigrationMovesStreams(t *testing.T) {
+	for _, proto := range []string{"trtllm", "vllm", "sglang"} {
+		t.Run(proto, func(t *testing.T) {
+			d := startServe(t, serveOptions{protocol: proto, simArgs: slowSims, adminToken: "s3cret"})
+			resp, rest, first := openSlowStream(t, d, "a question for a worker about to be drained")
+			gen := resp.Header.Get("X-Duet-Gen-Worker")
+			require.Equal(t, http.StatusOK, adminCall(t, http.MethodPost, d.url+"/admin/workers/"+gen+"/drain", "s3cret", `{"migrate":true}`))
+			tail, err := io.ReadAll(rest)
+			require.NoError(t, err)
+			readStream(t, append(first, tail...)).requireWhole(t, 64, 0, true)
+			require.GreaterOrEqual(t, d.metricWith(t, "duet_migrations_total", `outcome="migrated",reason="worker_down"`), 1.0)
+			d.requireIdle(t)
+		})
+	}
 }

@@ -36,6 +36,8 @@ type serveOptions struct {
 	router     string // extra router keys, YAML flow mapping entries ("load_weight: 1")
 	kvEvents   bool   // the sims publish KV events and the router subscribes
 	tokenizer  string // the tokenizer section, YAML flow mapping
+	timeout    string // context, first event and stream idle timeouts (default 10s)
+	restart    string // both pools' restart policy, YAML flow mapping (default: fast restarts)
 }
 
 func startServe(t *testing.T, o serveOptions) *deployment {
@@ -48,6 +50,12 @@ func startServe(t *testing.T, o serveOptions) *deployment {
 	}
 	if o.nCtx == 0 {
 		o.nCtx, o.nGen = 2, 2
+	}
+	if o.timeout == "" {
+		o.timeout = "10s"
+	}
+	if o.restart == "" {
+		o.restart = "{delay: 100ms, max_delay: 500ms}"
 	}
 	port := freePorts(t, 1)[0]
 	ctxBase, genBase := freePortRun(t, o.nCtx), freePortRun(t, o.nGen)
@@ -67,9 +75,9 @@ log: {level: info}
 server: {host: 127.0.0.1, port: %d, admin_token: "%s", debug_address: "%s"}
 orchestrator:
   protocol: %s
-  context_timeout: 10s
-  first_event_timeout: 10s
-  stream_idle_timeout: 10s
+  context_timeout: %s
+  first_event_timeout: %s
+  stream_idle_timeout: %s
 %s
 router: {policy: %s%s}
 queue: %s
@@ -88,7 +96,7 @@ fleet:
     start_timeout: 60s
     args: [%s%s]
     kv_events: %s
-    restart: {delay: 100ms, max_delay: 500ms}
+    restart: %s
   generation:
     engine: sim
     count: %d
@@ -97,9 +105,9 @@ fleet:
     start_timeout: 60s
     args: [%s]
     kv_events: %s
-    restart: {delay: 100ms, max_delay: 500ms}
-`, port, o.adminToken, o.debugAddr, o.protocol, o.extra, o.policy, routerKeys, queueYAML(o.queue), orEmpty(o.tracing), orEmpty(o.tokenizer), t.TempDir(),
-		o.nCtx, ctxBase, ctxSide, args, o.ctxArgs, ctxEvents, o.nGen, genBase, genSide, args, genEvents)
+    restart: %s
+`, port, o.adminToken, o.debugAddr, o.protocol, o.timeout, o.timeout, o.timeout, o.extra, o.policy, routerKeys, queueYAML(o.queue), orEmpty(o.tracing), orEmpty(o.tokenizer), t.TempDir(),
+		o.nCtx, ctxBase, ctxSide, args, o.ctxArgs, ctxEvents, o.restart, o.nGen, genBase, genSide, args, genEvents, o.restart)
 	path := writeFile(t, "duet.yaml", cfg)
 	p := startDuet(t, "serve", "--config", path)
 	d := &deployment{url: fmt.Sprintf("http://127.0.0.1:%d", port), proc: p}

@@ -2,8 +2,11 @@ package orchestrator
 
 import (
 	"bufio"
+	"encoding/json"
 	"errors"
 	"io"
+
+	"github.com/duet-serve/duet/proto/openai"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
@@ -144,7 +147,20 @@ func (rl *relay) migrate(w *bufio.Writer, why string, cause error) bool {
 	o.metrics.migrations.WithLabelValues(why, outcomeMigrated).Inc()
 	o.log.Info("generation migrated", zap.String("request_id", f.req.ID), zap.String("from", from),
 		zap.String("to", f.route.Gen), zap.String("failure", why), zap.Int("sent_tokens", a.sentTokens), zap.NamedError("cause", cause))
+	if f.req.ReportMigrations {
+		report, _ := json.Marshal(migrationReport{From: from, To: f.route.Gen, Failure: why, SentTokens: a.sentTokens})
+		_ = openai.WriteComment(w, "duet-migration "+string(report))
+	}
 	return rl.adopt(w, next)
+}
+
+// migrationReport is the SSE comment a client that sent
+// X-Duet-Report-Migrations gets for each migration of its stream.
+type migrationReport struct {
+	From       string `json:"from"`
+	To         string `json:"to"`
+	Failure    string `json:"failure"`
+	SentTokens int    `json:"sent_tokens"`
 }
 
 // continueOn runs cont, the continuation of the flight's request, on a

@@ -256,3 +256,27 @@ func TestContinuationBodies(t *testing.T) {
 	require.Error(t, h.o.continueCompletion(body, []byte(" upon")), "several prompts")
 	require.False(t, reduceLimits(map[string]json.RawMessage{"max_tokens": json.RawMessage("3")}, 3), "nothing left to generate")
 }
+
+func TestMigrationReportedOnlyWhenAsked(t *testing.T) {
+	for _, ask := range []bool{false, true} {
+		d := &firstDies{first: chatLeg("A", 111, []string{" one"}, false), then: chatLeg("B", 222, []string{" two"}, true)}
+		h := newHarness(t, testConfig(), []*fakeWorker{newFakeWorker(t, ctxOK)}, d.gens(t, 2))
+		hdr := map[string]string{}
+		if ask {
+			hdr[HeaderReportMigrations] = "1"
+		}
+		_, out := h.run(testChatBody(true, ""), hdr)
+		if !ask {
+			require.NotContains(t, out, "duet-migration", "the OpenAI stream is unchanged by default")
+			continue
+		}
+		i := strings.Index(out, ": duet-migration {")
+		require.Positive(t, i)
+		var r migrationReport
+		require.NoError(t, json.Unmarshal([]byte(strings.SplitN(out[i+len(": duet-migration "):], "\n", 2)[0]), &r))
+		require.Equal(t, failDied, r.Failure)
+		require.Equal(t, 1, r.SentTokens)
+		require.ElementsMatch(t, []string{"gen-0", "gen-1"}, []string{r.From, r.To})
+		require.Less(t, i, strings.Index(out, `" two"`), "before the continuation")
+	}
+}

@@ -53,10 +53,29 @@ type Request struct {
 	Hashes []uint64
 	// Body is the client's body without any internal field.
 	Body []byte
+	// ReportMigrations is set when the client asked, with the
+	// X-Duet-Report-Migrations header, to be told when its stream moves to
+	// another gen worker (an SSE comment, which OpenAI clients skip).
+	ReportMigrations bool
 	// PromptIDs, when set, is the prompt as a JSON array of token ids, sent
 	// instead of the body's: a migrated chat answer's continuation on an
 	// engine that does not continue a final message (continue.go).
 	PromptIDs json.RawMessage
+}
+
+// HeaderReportMigrations asks duet to report each migration of the
+// request's stream as an SSE comment line before the continuation:
+// ": duet-migration {"from":..,"to":..,"failure":..,"sent_tokens":..}".
+const HeaderReportMigrations = "X-Duet-Report-Migrations"
+
+// headerTrue reports a header value that turns an option on: any but
+// empty, "0", "false" and "no".
+func headerTrue(v string) bool {
+	switch strings.ToLower(strings.TrimSpace(v)) {
+	case "", "0", "false", "no":
+		return false
+	}
+	return true
 }
 
 // sessionHeaders are read in order after the body fields (DESIGN.md).
@@ -104,6 +123,7 @@ func (o *Orchestrator) parse(in Incoming) (*Request, error) {
 	if req.SessionKey, err = o.sessionKey(conv, in.Header); err != nil {
 		return nil, err
 	}
+	req.ReportMigrations = headerTrue(in.Header(HeaderReportMigrations))
 	if req.Body, err = stripInternalFields(in.Body); err != nil {
 		return nil, badRequest("", "request body must be a JSON object")
 	}

@@ -15,7 +15,8 @@ import (
 // worker: each kind on a few percent of the calls, so that about a quarter
 // of the calls fail one way or another. gen-0's stream faults strike before
 // the first token (duet may still retry the request), gen-1's after five
-// (duet must end the stream with an error event).
+// (duet continues the stream on gen-0, or, when it cannot, ends it with an
+// error event).
 var soakFaultSettings = map[string]string{
 	"ctx": `{"error_rate":0.03,"hang_rate":0.03,"hang_max":"20s","die_rate":0.03,"garbage_rate":0.04,"cut_rate":0.04,"stall_rate":0.03}`,
 	"gen-0": `{"error_rate":0.03,"hang_rate":0.02,"hang_max":"20s","die_rate":0.04,"garbage_rate":0.04,"cut_rate":0.04,"stall_rate":0.03,

@@ -191,6 +191,32 @@ const goroutineSlack = 10
 // answer or a connection closed without one, no lease or slot left charged,
 // no sequence left on a worker, goroutines back near the baseline, duet
 // never restarted, and no panic in its log.
+// migrations reads duet_migrations_total: the streams migrated, and the
+// others by "failure: outcome".
+func (d *soakDuet) migrations(t *testing.T) (migrated float64, not map[string]float64) {
+	t.Helper()
+	not = map[string]float64{}
+	require.NoError(t, scrape(d.url+"/metrics", func(name, labels string, v float64) {
+		if name != "duet_migrations_total" || v == 0 {
+			return
+		}
+		reason, outcome := labelValue(labels, "reason"), labelValue(labels, "outcome")
+		if outcome == "migrated" {
+			migrated += v
+		} else {
+			not[reason+": "+outcome] += v
+		}
+	}))
+	return migrated, not
+}
+
+// labelValue returns the value of label name in a Prometheus label list.
+func labelValue(labels, name string) string {
+	_, v, _ := strings.Cut(labels, name+`="`)
+	v, _, _ = strings.Cut(v, `"`)
+	return v
+}
+
 func (d *soakDuet) finish(t *testing.T, row *soakRow, tl *tally) {
 	t.Helper()
 	tl.into(row)
@@ -216,6 +242,7 @@ func (d *soakDuet) finish(t *testing.T, row *soakRow, tl *tally) {
 		return err == nil && n == 0
 	})
 	d.sampler.stop()
+	row.migrated, row.notMigrated = d.migrations(t)
 	row.leases, row.slots, row.seqs = end.leases+end.load, end.slots+end.queued, seqs
 	row.gorBase, row.gorEnd = d.base.goroutines, end.goroutines
 	row.rssBase, row.rssPeak, row.rssEnd = d.base.rss, max(d.sampler.peak(), end.rss), end.rss
@@ -224,6 +251,8 @@ func (d *soakDuet) finish(t *testing.T, row *soakRow, tl *tally) {
 	}
 	row.ran = true
 
+	require.LessOrEqual(t, float64(row.counts[outErrorEvent]), sum(row.notMigrated),
+		"streams ended in an error event although they could have been migrated")
 	require.Zero(t, row.counts[outHung], "clients left hanging")
 	require.Zero(t, row.counts[outBroken], "broken answers")
 	require.Zero(t, row.counts[outClosed], "connections closed without an answer")

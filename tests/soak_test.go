@@ -67,7 +67,12 @@ type soakRow struct {
 	rssPeak float64
 	rssEnd  float64
 	restart int // duet restarts: its process exited or was replaced
-	notes   []string
+	// migrated counts the streams duet continued on another gen worker;
+	// notMigrated the failed streams it did not, by "failure: outcome"
+	// (duet_migrations_total).
+	migrated    float64
+	notMigrated map[string]float64
+	notes       []string
 }
 
 func (r *soakRow) note(format string, args ...any) {
@@ -86,8 +91,8 @@ func (r *soakRow) requests() int64 {
 func printSoakTable(rows []*soakRow, took time.Duration) {
 	var b strings.Builder
 	fmt.Fprintf(&b, "\nduet soak summary (%s, %d CPUs)\n\n", took.Round(time.Second), runtime.NumCPU())
-	b.WriteString("| scenario | requests | answered fully | error event | error status | client left | closed, no answer | broken | hung | leases / slots left | worker seqs left | goroutines before → after | RSS MiB before → peak → after | duet restarts | time |\n")
-	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	b.WriteString("| scenario | requests | answered fully | error event | error status | client left | closed, no answer | broken | hung | streams migrated / not | leases / slots left | worker seqs left | goroutines before → after | RSS MiB before → peak → after | duet restarts | time |\n")
+	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, r := range rows {
 		if !r.started {
 			continue
@@ -97,25 +102,37 @@ func printSoakTable(rows []*soakRow, took time.Duration) {
 			name += " **FAILED**"
 		}
 		if !r.ran {
-			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | — | — | — | — | — | %s |\n", name,
+			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | — | — | — | — | — | — | %s |\n", name,
 				num(r.requests()), num(r.counts[outFull]), num(r.counts[outErrorEvent]), num(r.counts[outErrorStatus]),
 				num(r.counts[outClientLeft]), num(r.counts[outClosed]), num(r.counts[outBroken]), num(r.counts[outHung]),
 				r.took.Round(time.Second))
 			continue
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %g / %g | %g | %g → %g | %.0f → %.0f → %.0f | %d | %s |\n", name,
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s / %s | %g / %g | %g | %g → %g | %.0f → %.0f → %.0f | %d | %s |\n", name,
 			num(r.requests()), num(r.counts[outFull]), num(r.counts[outErrorEvent]), num(r.counts[outErrorStatus]),
 			num(r.counts[outClientLeft]), num(r.counts[outClosed]), num(r.counts[outBroken]), num(r.counts[outHung]),
-			r.leases, r.slots, r.seqs, r.gorBase, r.gorEnd, r.rssBase/(1<<20), r.rssPeak/(1<<20), r.rssEnd/(1<<20),
+			num(int64(r.migrated)), num(int64(sum(r.notMigrated))), r.leases, r.slots, r.seqs, r.gorBase, r.gorEnd, r.rssBase/(1<<20), r.rssPeak/(1<<20), r.rssEnd/(1<<20),
 			r.restart, r.took.Round(time.Second))
 	}
 	b.WriteString("\n")
 	for _, r := range rows {
+		if len(r.notMigrated) > 0 {
+			r.note("not migrated (failure: why): %s", formatCounts(r.notMigrated))
+		}
 		if len(r.notes) > 0 {
 			fmt.Fprintf(&b, "- **%s**: %s.\n", r.name, strings.Join(r.notes, "; "))
 		}
 	}
 	fmt.Print(b.String())
+}
+
+// sum adds the values of m.
+func sum(m map[string]float64) float64 {
+	total := 0.0
+	for _, v := range m {
+		total += v
+	}
+	return total
 }
 
 // num writes n with thousands separators.

@@ -34,7 +34,7 @@ const (
 	failErrorEvent = "error_event" // the worker sent an error event
 	failAborted    = "aborted"     // a failure finish reason (abort, error)
 	failGarbled    = "garbled"     // an event that is not a JSON object
-	failWorkerDown = "worker_down" // found down (health check, ejection, drain) while streaming
+	failWorkerDown = "worker_down" // found down (health check, drain with migrate) while streaming
 )
 
 // Outcomes of a failed generation, besides the refusal reasons of

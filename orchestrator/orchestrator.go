@@ -142,9 +142,15 @@ func (o *Orchestrator) serve(f *flight, excludeGen map[string]bool) (*Response, 
 		MaxTokens: req.MaxTokens, ExcludeGen: excludeGen}
 	var last *workerError
 	handleRetried := false // a gen 4xx to a handle gets one fresh context phase
+	refuser := ""          // the gen worker that refused it, avoided unless no other is left
 	for attempt := 0; attempt <= o.cfg.MaxRetries; attempt++ {
 		routing := f.trace.routeSpan(attempt)
 		pair, err := o.router.Route(rr)
+		if err != nil && refuser != "" { // the only gen worker left: it may take a fresh handle
+			delete(rr.ExcludeGen, refuser)
+			refuser = ""
+			pair, err = o.router.Route(rr)
+		}
 		endRoute(routing, pair, err)
 		if err != nil {
 			if last != nil {
@@ -178,10 +184,15 @@ func (o *Orchestrator) serve(f *flight, excludeGen map[string]bool) (*Response, 
 		handleRetried = handleRetried || we.refusedHandle()
 		last = we
 		o.metrics.retries.WithLabelValues(we.phase).Inc()
+		// A gen worker's refusal of a handle gets a fresh context phase,
+		// on another gen worker when there is one: TensorRT-LLM answers a
+		// failed KV transfer with the same 400 as a spent handle.
 		switch {
-		case we.afterHandle: // the handle, not a worker, was refused: a fresh context phase may do
 		case we.phase == phaseContext:
 			rr.ExcludeCtx = excluding(rr.ExcludeCtx, we.worker)
+		case we.afterHandle && !rr.ExcludeGen[we.worker]:
+			refuser = we.worker
+			fallthrough
 		default:
 			rr.ExcludeGen = excluding(rr.ExcludeGen, we.worker)
 		}

@@ -123,7 +123,7 @@ func (o *Orchestrator) parse(in Incoming) (*Request, error) {
 	if req.SessionKey, err = o.sessionKey(conv, in.Header); err != nil {
 		return nil, err
 	}
-	req.ReportMigrations = headerTrue(in.Header(HeaderReportMigrations))
+	req.ReportMigrations = in.Header != nil && headerTrue(in.Header(HeaderReportMigrations))
 	if req.Body, err = stripInternalFields(in.Body); err != nil {
 		return nil, badRequest("", "request body must be a JSON object")
 	}

@@ -15,8 +15,8 @@ func newDownSignal() *downSignal {
 }
 
 // Down returns a context that ends when the worker is next found down:
-// its health check marks it unhealthy, passive health ejects it, or an
-// operator drains it with migration. A call in flight to the worker
+// its health check marks it unhealthy, or an operator drains it with
+// migration. A call in flight to the worker
 // watches it to give up at once instead of waiting out its timeout (the
 // caller then retries or migrates the request). Safe for concurrent use.
 func (e *Endpoint) Down() context.Context {

@@ -43,6 +43,7 @@ server: {host: 127.0.0.1, port: %d}
 orchestrator:
   protocol: %s
   models: [%q]
+  max_migrations: 0 # each variant is about the relay; migration has its own tests
   context_timeout: 10s
   first_event_timeout: 10s
   stream_idle_timeout: 10s

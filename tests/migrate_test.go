@@ -293,3 +293,37 @@ func TestDrainWithMigrationMovesStreams(t *testing.T) {
 		})
 	}
 }
+
+// TestFailedKVPullRedone: a gen worker that reports its KV pull failed, as
+// each engine reports it (vLLM: a role chunk, then an error event; SGLang:
+// an error event; TensorRT-LLM: a cut stream, or a 400 when not
+// streaming), costs the client nothing: the prefill is redone and the
+// answer comes whole.
+func TestFailedKVPullRedone(t *testing.T) {
+	for _, proto := range []string{"trtllm", "vllm", "sglang"} {
+		t.Run(proto, func(t *testing.T) {
+			d := startServe(t, serveOptions{protocol: proto})
+			code, _, body := post(t, d.workerURL(t, "gen-0")+"/admin/faults", `{"kv_pull_fail_rate":1}`)
+			require.Equal(t, http.StatusOK, code, string(body))
+			for i := 0; i < 4; i++ {
+				for _, stream := range []bool{true, false} {
+					extra := `,"max_tokens":16`
+					if stream {
+						extra += `,"stream_options":{"include_usage":true}`
+					}
+					code, hdr, out := d.chat(t, stream, fmt.Sprintf("pull %d", i), extra)
+					require.Equal(t, http.StatusOK, code, string(out))
+					if stream { // its headers may name gen-0: vLLM's role chunk came first
+						readStream(t, out).requireWhole(t, 16, 0, true)
+						continue
+					}
+					require.Equal(t, "gen-1", hdr.Get("X-Duet-Gen-Worker"))
+					var r struct{ Usage usage }
+					require.NoError(t, json.Unmarshal(out, &r))
+					require.Equal(t, 16, r.Usage.CompletionTokens)
+				}
+			}
+			d.requireIdle(t)
+		})
+	}
+}

@@ -435,7 +435,8 @@ func TestServeKilledGenWorkerMidStream(t *testing.T) {
 		}
 	}
 	rest := readUntilClosed(t, reader)
-	require.Contains(t, rest, `"error"`, "the client is told the stream failed")
+	require.NotContains(t, rest, `"error"`, "the stream went on on the other gen worker")
+	require.Contains(t, rest, `"finish_reason":"length"`)
 	require.True(t, strings.HasSuffix(strings.TrimSpace(rest), "data: [DONE]"))
 	d.requireIdle(t)
 	// The fleet marks the worker down and restarts it; the other gen worker

@@ -13,16 +13,17 @@ import (
 
 // soakFaultSettings are the live fault settings (POST /admin/faults) per
 // worker: each kind on a few percent of the calls, so that about a quarter
-// of the calls fail one way or another. gen-0's stream faults strike before
+// of the calls fail one way or another (the gen workers also send their
+// engine's error event mid-stream and fail KV pulls as their engine does). gen-0's stream faults strike before
 // the first token (duet may still retry the request), gen-1's after five
 // (duet continues the stream on gen-0, or, when it cannot, ends it with an
 // error event).
 var soakFaultSettings = map[string]string{
 	"ctx": `{"error_rate":0.03,"hang_rate":0.03,"hang_max":"20s","die_rate":0.03,"garbage_rate":0.04,"cut_rate":0.04,"stall_rate":0.03}`,
 	"gen-0": `{"error_rate":0.03,"hang_rate":0.02,"hang_max":"20s","die_rate":0.04,"garbage_rate":0.04,"cut_rate":0.04,"stall_rate":0.03,
-	  "die_after_tokens":0}`,
+	  "error_event_rate":0.03,"kv_pull_fail_rate":0.03,"die_after_tokens":0}`,
 	"gen-1": `{"error_rate":0.03,"hang_rate":0.02,"hang_max":"20s","die_rate":0.04,"garbage_rate":0.04,"cut_rate":0.04,"stall_rate":0.03,
-	  "die_after_tokens":5}`,
+	  "error_event_rate":0.03,"kv_pull_fail_rate":0.03,"die_after_tokens":5}`,
 }
 
 // soakFaults (issue 12 e): SOAK_FAULT_REQUESTS requests (default 1,000),

@@ -82,9 +82,13 @@ func TestAdminChangesFleetAndPool(t *testing.T) {
 	require.Eventually(t, ep.Healthy, 10*time.Second, 10*time.Millisecond, "healthy after a passing check")
 	require.True(t, srv.asked("/ready"), "checked at the pool's health_path only")
 
-	require.NoError(t, a.SetDraining("gen-x", true))
+	down := pool.Get("gen-x").Down()
+	require.NoError(t, a.SetDraining("gen-x", true, false))
 	require.True(t, pool.Get("gen-x").Draining())
-	require.ErrorIs(t, a.SetDraining("nobody", true), frontend.ErrNotFound)
+	require.NoError(t, down.Err(), "a plain drain lets the calls in flight finish")
+	require.NoError(t, a.SetDraining("gen-x", true, true))
+	require.Error(t, down.Err(), "a drain with migrate ends them")
+	require.ErrorIs(t, a.SetDraining("nobody", true, false), frontend.ErrNotFound)
 
 	require.ErrorIs(t, a.AddWorker(router.Member{ID: "gen-0", URL: srv.URL, Role: disagg.RoleGeneration}), frontend.ErrConflict)
 	require.NoError(t, a.RemoveWorker("gen-x"))

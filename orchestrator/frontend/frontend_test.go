@@ -24,8 +24,9 @@ import (
 
 // fakeAdmin records admin calls.
 type fakeAdmin struct {
-	drained []string
-	added   []router.Member
+	drained  []string
+	migrated []string // drained with migrate
+	added    []router.Member
 }
 
 func (f *fakeAdmin) AddWorker(m router.Member) error {
@@ -33,8 +34,11 @@ func (f *fakeAdmin) AddWorker(m router.Member) error {
 	return nil
 }
 func (f *fakeAdmin) RemoveWorker(id string) error { return ErrNotFound }
-func (f *fakeAdmin) SetDraining(id string, d, _ bool) error {
+func (f *fakeAdmin) SetDraining(id string, d, migrate bool) error {
 	f.drained = append(f.drained, id)
+	if migrate {
+		f.migrated = append(f.migrated, id)
+	}
 	return nil
 }
 
@@ -201,6 +205,20 @@ func TestAdminAuth(t *testing.T) {
 	require.Equal(t, 404, code)
 	code, _, _ = do(t, c, "PUT", "/admin/workers/gen-0", "", "Authorization", "Bearer tok")
 	require.Equal(t, 404, code)
+}
+
+func TestAdminDrainWithMigration(t *testing.T) {
+	c, _, admin := testServer(t, bothRoles, func(c *Config) { c.AdminToken = "tok" })
+	for body, want := range map[string]int{`{"migrate":true}`: 200, `{"migrate":false}`: 200, ` `: 200,
+		`{"migrate":"yes"}`: 400, `{"move":true}`: 400, `{}`: 400, `[`: 400} {
+		code, _, out := do(t, c, "POST", "/admin/workers/gen-0/drain", body, "Authorization", "Bearer tok")
+		require.Equal(t, want, code, "%s: %s", body, out)
+		if want == 400 {
+			require.Contains(t, string(out), `"param":"migrate"`)
+		}
+	}
+	require.Len(t, admin.drained, 3, "a bad body changes nothing")
+	require.Equal(t, []string{"gen-0"}, admin.migrated)
 }
 
 func TestConfigValidate(t *testing.T) {

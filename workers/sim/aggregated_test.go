@@ -20,7 +20,7 @@ func modelledUs(t *testing.T, r httpResult) int {
 
 func TestAggregatedChat(t *testing.T) {
 	w := startWorker(t, testConfig("mixed", ProtocolTRTLLM))
-	r := post(t, w.url+"/v1/chat/completions", chatReq("Hello there", map[string]any{"max_tokens": 8, "nvext": map[string]any{"x": 1}}))
+	r := post(t, w.url+"/v1/chat/completions", chatReq("Hello there", map[string]any{"max_tokens": 8}))
 	resp := decodeChat(t, r)
 	require.Equal(t, openai.ObjectChatCompletion, resp.Object)
 	require.True(t, strings.HasPrefix(resp.ID, "chatcmpl-"))

@@ -18,6 +18,11 @@ func (s *Server) answerUnary(ctx *fasthttp.RequestCtx, r *run) {
 	res, err := s.decode(r, &sink, false)
 	s.end(r, res.tokens)
 	s.logDone(r, len(res.tokens), res.finish, err)
+	if e := s.engineError(r.j, err); e != nil {
+		s.metrics.request(r.j.phase, outcomeServerError)
+		s.fail(ctx, e)
+		return
+	}
 	if err != nil {
 		s.metrics.request(r.j.phase, outcomeAborted)
 		s.fail(ctx, &httpError{status: http.StatusServiceUnavailable, msg: err.Error()})

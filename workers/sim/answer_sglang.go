@@ -56,7 +56,7 @@ func (s *Server) answerPrefillSGLang(ctx *fasthttp.RequestCtx, r *run) {
 	if !watch.taken {
 		s.metrics.request(j.phase, outcomeServerError)
 		s.logDone(r, completion, "", errHandleExpired)
-		s.fail(ctx, &httpError{status: http.StatusInternalServerError, inStream: j.stream, code: "kv_transfer_failed",
+		s.fail(ctx, &httpError{status: http.StatusInternalServerError, inStream: j.stream, code: codeTransferFailed,
 			msg: fmt.Sprintf("Prefill transfer failed for request rank=0 req.rid=%q req.bootstrap_room=%d with exception KVTransferError(bootstrap_room=%d): Request %d timed out after %.1fs in KVPoll.Bootstrapping",
 				j.id, j.room, j.room, j.room, s.clock.now().Sub(pinned).Seconds())})
 		return

@@ -124,9 +124,10 @@ type Config struct {
 	// [DONE] and the connection closes; non-streaming requests get the
 	// connection closed without a response (default 0).
 	FaultDieRate float64 `mapstructure:"fault_die_rate" help:"fraction of requests dying mid-stream (default 0)"`
-	// FaultDieAfterTokens is how many tokens a dying, garbled, cut or
-	// stalled stream sends before its fault strikes (default 4).
-	FaultDieAfterTokens int `mapstructure:"fault_die_after_tokens" help:"tokens a dying, garbled, cut or stalled stream sends before its fault (default 4)"`
+	// FaultDieAfterTokens is how many tokens a dying, garbled, cut,
+	// stalled or engine-failing (fault_error_event_rate) stream sends
+	// before its fault strikes (default 4).
+	FaultDieAfterTokens int `mapstructure:"fault_die_after_tokens" help:"tokens a dying, garbled, cut, stalled or engine-failing stream sends before its fault (default 4)"`
 	// FaultSlowFactor multiplies every modelled duration, on top of
 	// time_scale, to model a slow worker (default 1, no slowdown).
 	FaultSlowFactor float64 `mapstructure:"fault_slow_factor" help:"extra multiplier for modelled durations, a slow worker (default 1)"`
@@ -146,6 +147,25 @@ type Config struct {
 	// headers, then nothing until the client leaves or fault_hang_max passes
 	// (default 0).
 	FaultStallRate float64 `mapstructure:"fault_stall_rate" help:"fraction of requests stalling mid-response (default 0)"`
+	// FaultErrorEventRate is the fraction of completion requests whose
+	// generation fails inside the engine, reported as the protocol's engine
+	// reports an internal error: a stream sends fault_die_after_tokens
+	// tokens, then vLLM and SGLang send an error event (code 500) and
+	// [DONE], TensorRT-LLM cuts the stream without [DONE]; a non-streaming
+	// request or a context leg gets the engine's error response (vLLM 500,
+	// SGLang 500, TensorRT-LLM 400 BadRequestError). See enginefail.go
+	// (default 0).
+	FaultErrorEventRate float64 `mapstructure:"fault_error_event_rate" help:"fraction of requests failing inside the engine after fault_die_after_tokens tokens, reported the engine's way (error event, or a cut stream on trtllm) (default 0)"`
+	// FaultKVPullFailRate is the fraction of generation requests carrying a
+	// KV handle (vLLM do_remote_prefill, TensorRT-LLM generation_only,
+	// SGLang bootstrap fields on a decode worker) whose KV pull fails,
+	// reported as the engine reports it: vLLM a role chunk, a 500 error
+	// event and [DONE] (non-streaming 500), SGLang a "Decode transfer
+	// failed" error event and [DONE] (500), TensorRT-LLM a stream cut
+	// before any token (non-streaming 400 "Error in kv cache transfer for
+	// generation requests"). Nothing is taken from the context worker,
+	// which keeps its pin until kv_transfer_timeout (default 0).
+	FaultKVPullFailRate float64 `mapstructure:"fault_kv_pull_fail_rate" help:"fraction of generation requests whose KV pull fails, reported the engine's way; the context worker keeps its pin (default 0)"`
 	// KVEventsEndpoint turns on KV cache events: the ZeroMQ endpoint
 	// (tcp://host:port, ipc://path) the worker binds a PUB socket on to
 	// publish its cache's BlockStored, BlockRemoved and AllBlocksCleared
@@ -329,6 +349,8 @@ func (c Config) validateFaults() error {
 		{"fault_garbage_rate", c.FaultGarbageRate},
 		{"fault_cut_rate", c.FaultCutRate},
 		{"fault_stall_rate", c.FaultStallRate},
+		{"fault_error_event_rate", c.FaultErrorEventRate},
+		{"fault_kv_pull_fail_rate", c.FaultKVPullFailRate},
 	} {
 		if !(f.val >= 0 && f.val <= 1) {
 			return fmt.Errorf("%s: must be in [0, 1], got %v", f.key, f.val)

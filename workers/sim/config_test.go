@@ -47,6 +47,8 @@ func TestConfigValidate(t *testing.T) {
 		{"fault_error_rate", func(c *Config) { c.FaultErrorRate = 1.5 }, "fault_error_rate: must be in [0, 1], got 1.5"},
 		{"fault_slow_factor", func(c *Config) { c.FaultSlowFactor = 0 }, "fault_slow_factor: must be > 0, got 0"},
 		{"fault_cut_rate", func(c *Config) { c.FaultCutRate = -0.1 }, "fault_cut_rate: must be in [0, 1], got -0.1"},
+		{"fault_error_event_rate", func(c *Config) { c.FaultErrorEventRate = 2 }, "fault_error_event_rate: must be in [0, 1], got 2"},
+		{"fault_kv_pull_fail_rate", func(c *Config) { c.FaultKVPullFailRate = math.NaN() }, "fault_kv_pull_fail_rate: must be in [0, 1], got NaN"},
 		{"kv_events_endpoint scheme", func(c *Config) { c.KVEventsEndpoint = "http://127.0.0.1:5557" },
 			`kv_events_endpoint: "http://127.0.0.1:5557": unknown scheme "http" (valid: tcp, ipc, inproc)`},
 		{"kv_events_endpoint no port", func(c *Config) { c.KVEventsEndpoint = "tcp://127.0.0.1" },
@@ -93,7 +95,7 @@ func TestConfigTags(t *testing.T) {
 		"prefill_tokens_per_sec", "prefill_overhead", "itl_base", "itl_per_seq", "kv_transfer_tokens_per_sec",
 		"kv_transfer_overhead", "kv_transfer_timeout", "max_num_seqs", "max_waiting", "time_scale", "seed",
 		"eos_probability", "default_max_tokens", "max_body_bytes", "bootstrap_port", "kv_events_endpoint",
-		"kv_events_replay_endpoint"} {
+		"kv_events_replay_endpoint", "fault_error_event_rate", "fault_kv_pull_fail_rate"} {
 		require.True(t, seen[k], "required key %s", k)
 	}
 }

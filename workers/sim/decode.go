@@ -44,6 +44,10 @@ func (s *Server) decode(r *run, sink tokenSink, paced bool) (decodeResult, error
 	if !s.clock.sleepUntil(s.abortCtx, r.firstAt) {
 		return res, errAborted
 	}
+	if r.fault.kvPullFail { // the transfer failed: no KV, no token
+		s.metrics.faults[faultKVPullFail].Add(1)
+		return res, errKVPullFailed
+	}
 	r.ready = true
 	if j.phase == phaseGeneration {
 		r.lease.commit(j.promptBlocks()) // the pulled prompt KV is now held here
@@ -58,6 +62,13 @@ func (s *Server) decode(r *run, sink tokenSink, paced bool) (decodeResult, error
 		}
 		if (r.fault.cut || r.fault.stall) && len(res.tokens) >= r.fault.dieAfter {
 			return res, errBroken // the caller breaks the connection
+		}
+		if r.fault.errorEvent && len(res.tokens) >= r.fault.dieAfter {
+			s.metrics.faults[faultErrorEvent].Add(1)
+			if err := s.finishDecode(paced, lastDue); err != nil {
+				return res, err
+			}
+			return res, errEngineFailed // the caller reports it the engine's way
 		}
 		if paced && !sched.due(s.clock.now()) {
 			if err := sink.flush(); err != nil {

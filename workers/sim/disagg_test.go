@@ -237,8 +237,9 @@ func TestTRTLLMRejectedHandles(t *testing.T) {
 		id := *leg.params.CtxRequestID
 		leg.raw["encoded_opaque_state"] = json.RawMessage(`"` + encodeOpaqueState(opaqueState{URL: "http://127.0.0.1:1", CtxRequestID: id}) + `"`)
 		r := post(t, genW.url+"/v1/chat/completions", genBody(t, kindChat, client, leg))
-		require.Equal(t, http.StatusBadGateway, r.status)
-		r.errorBody(t)
+		// TensorRT-LLM reports a failed transfer as a 400 BadRequestError.
+		require.Equal(t, http.StatusBadRequest, r.status)
+		require.JSONEq(t, `{"object":"error","message":"`+trtKVTransferError+`","type":"BadRequestError","param":null,"code":400}`, string(r.body))
 		require.Equal(t, 1, ctxW.s.sched.expirePins(time.Now().Add(time.Hour)))
 	})
 }

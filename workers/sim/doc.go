@@ -21,6 +21,13 @@
 // mixed workers use. A context worker rejects generation requests and a
 // generation worker context requests (400); a mixed worker takes all.
 //
+// Protocol trtllm rejects a request whose top level has a field that
+// TensorRT-LLM's ChatCompletionRequest or CompletionRequest lacks
+// (trtfields.go: pydantic extra="forbid"; continue_final_message is one),
+// with TensorRT-LLM's 400; vLLM and SGLang ignore unknown fields. With
+// prompt_token_ids a trtllm chat request takes its prompt from the ids and
+// may have empty messages.
+//
 // Protocol sglang works the other way round, as SGLang does: both legs get
 // the same body (the client's plus bootstrap_host, bootstrap_port and
 // bootstrap_room) and the worker's role, not the body, says what to do. A
@@ -112,6 +119,18 @@
 // event and of its HTTP chunk, or halfway through a body; fault_stall_rate
 // stops sending (a non-streaming request after its headers) and holds the
 // connection until the client leaves or fault_hang_max passes.
+// Two faults fail a generation inside the engine and report it as the
+// protocol's engine does (enginefail.go): fault_error_event_rate after
+// fault_die_after_tokens tokens (a context leg at once), vLLM and SGLang
+// with a 500 error event and [DONE] in the stream, TensorRT-LLM by cutting
+// the stream without [DONE], and a non-streaming request with the engine's
+// error response (vLLM 500, SGLang 500, TensorRT-LLM 400 BadRequestError);
+// fault_kv_pull_fail_rate on a generation request with a KV handle, when
+// its transfer would have ended (vLLM: role chunk, error event, [DONE];
+// SGLang: a "Decode transfer failed" error event; TensorRT-LLM: the stream
+// cut before any event; non-streaming 500, 500, 400). A failed pull takes
+// nothing from the context worker, which keeps its pin until
+// kv_transfer_timeout.
 // Two faults break the KV event stream (kvevents.go), for testing a router
 // that checks events against the cached_tokens a worker reports:
 // kv_events_paused (a setting, only with KV events on) discards the events
@@ -124,8 +143,9 @@
 // running or pinned sequences hold.
 // POST /admin/faults takes a JSON object with any of error_rate, hang_rate,
 // hang_max ("30s"), die_rate, die_after_tokens, slow_factor, garbage_rate,
-// cut_rate, stall_rate, kv_events_paused and reset_cache_silently; it is
-// not authenticated (the sim is a test tool).
+// cut_rate, stall_rate, error_event_rate, kv_pull_fail_rate,
+// kv_events_paused and reset_cache_silently; it is not authenticated (the
+// sim is a test tool).
 //
 // # Metrics
 //

@@ -23,11 +23,19 @@ type httpError struct {
 	// inStream marks an error SGLang reports inside a 200 SSE stream when
 	// the request streams (an abort by its scheduler); see Server.fail.
 	inStream bool
+	// wire, when set, is the body exactly as the engine writes it (see
+	// enginefail.go), sent instead of the OpenAI error body.
+	wire []byte
 }
 
 func (e *httpError) Error() string { return fmt.Sprintf("%d: %s", e.status, e.msg) }
 
+// body is the error's response body: the engine's own (wire) when set,
+// else an OpenAI error body.
 func (e *httpError) body() []byte {
+	if e.wire != nil {
+		return e.wire
+	}
 	return openai.NewError(e.msg, openai.TypeForStatus(e.status), e.param, e.code).JSON()
 }
 

@@ -26,6 +26,14 @@ type faultSettings struct {
 	GarbageRate    float64  `json:"garbage_rate"`
 	CutRate        float64  `json:"cut_rate"`
 	StallRate      float64  `json:"stall_rate"`
+	// ErrorEventRate fails a generation inside the engine after
+	// die_after_tokens tokens, reported as the engine reports it
+	// (enginefail.go).
+	ErrorEventRate float64 `json:"error_event_rate"`
+	// KVPullFailRate fails the KV pull of a generation request that carries
+	// a KV handle, reported as the engine reports it; the context worker
+	// keeps its pin until kv_transfer_timeout.
+	KVPullFailRate float64 `json:"kv_pull_fail_rate"`
 	// KVEventsPaused discards the KV events of every scheduler step that
 	// ends while it is set: the stream goes silent, with no gap and no
 	// AllBlocksCleared, as if the publisher had hung. Clearing it resumes
@@ -44,6 +52,8 @@ type faultPatch struct {
 	GarbageRate    *float64  `json:"garbage_rate"`
 	CutRate        *float64  `json:"cut_rate"`
 	StallRate      *float64  `json:"stall_rate"`
+	ErrorEventRate *float64  `json:"error_event_rate"`
+	KVPullFailRate *float64  `json:"kv_pull_fail_rate"`
 	KVEventsPaused *bool     `json:"kv_events_paused"`
 	// ResetCacheSilently, when true, is an action rather than a setting
 	// (GET never shows it): once the patch is applied, every cached block
@@ -72,7 +82,7 @@ func (d *duration) UnmarshalJSON(b []byte) error {
 }
 
 // faultDraw is what happens to one request. At most one of fail, hang,
-// die, garbage, cut and stall is set.
+// die, garbage, cut, stall, errorEvent and kvPullFail is set.
 type faultDraw struct {
 	fail     bool          // answer 500
 	hang     bool          // hold the connection without a response
@@ -84,6 +94,11 @@ type faultDraw struct {
 	html     bool          // the garbage is an HTML page, else truncated JSON
 	cut      bool          // close the connection in the middle of an event (or body)
 	stall    bool          // stop sending after dieAfter tokens (or the headers), keep the connection
+	// errorEvent fails the generation inside the engine after dieAfter
+	// tokens (a context leg at once); kvPullFail fails a generation
+	// request's KV pull. Both are reported as the engine reports them.
+	errorEvent bool
+	kvPullFail bool
 }
 
 // faults holds the current settings and draws per-request faults. It is
@@ -102,6 +117,7 @@ func newFaults(cfg Config) *faults {
 		ErrorRate: cfg.FaultErrorRate, HangRate: cfg.FaultHangRate, HangMax: duration(cfg.FaultHangMax),
 		DieRate: cfg.FaultDieRate, DieAfterTokens: cfg.FaultDieAfterTokens, SlowFactor: cfg.FaultSlowFactor,
 		GarbageRate: cfg.FaultGarbageRate, CutRate: cfg.FaultCutRate, StallRate: cfg.FaultStallRate,
+		ErrorEventRate: cfg.FaultErrorEventRate, KVPullFailRate: cfg.FaultKVPullFailRate,
 	}
 	return &faults{initial: set, set: set, kvEvents: cfg.KVEventsEndpoint != "",
 		rng: rand.New(rand.NewPCG(uint64(cfg.Seed), 0xfa017))}
@@ -116,13 +132,18 @@ func (f *faults) kvEventsPaused() bool {
 	return f.set.KVEventsPaused
 }
 
-// draw decides the faults of one request. With every rate 0 it draws
-// nothing, so fault-free runs consume no randomness.
-func (f *faults) draw() faultDraw {
+// draw decides the faults of one request; kvHandle says whether it
+// carries a KV handle to pull (only then may kv_pull_fail strike). With
+// every rate 0 it draws nothing, so fault-free runs consume no randomness.
+func (f *faults) draw(kvHandle bool) faultDraw {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	st := f.set
 	d := faultDraw{slow: st.SlowFactor, hangMax: time.Duration(st.HangMax), dieAfter: st.DieAfterTokens}
+	kvPullRate := 0.0
+	if kvHandle {
+		kvPullRate = st.KVPullFailRate
+	}
 	// The first fault drawn wins; a rate of 0 draws nothing.
 	for _, k := range []struct {
 		rate float64
@@ -130,6 +151,7 @@ func (f *faults) draw() faultDraw {
 	}{
 		{st.ErrorRate, &d.fail}, {st.HangRate, &d.hang}, {st.DieRate, &d.die},
 		{st.GarbageRate, &d.garbage}, {st.CutRate, &d.cut}, {st.StallRate, &d.stall},
+		{st.ErrorEventRate, &d.errorEvent}, {kvPullRate, &d.kvPullFail},
 	} {
 		if k.rate > 0 && f.rng.Float64() < k.rate {
 			*k.set = true
@@ -170,6 +192,8 @@ func (f *faults) apply(p faultPatch) (faultSettings, error) {
 		setRate("garbage_rate", &next.GarbageRate, p.GarbageRate),
 		setRate("cut_rate", &next.CutRate, p.CutRate),
 		setRate("stall_rate", &next.StallRate, p.StallRate),
+		setRate("error_event_rate", &next.ErrorEventRate, p.ErrorEventRate),
+		setRate("kv_pull_fail_rate", &next.KVPullFailRate, p.KVPullFailRate),
 	} {
 		if e != nil {
 			return f.set, e

@@ -108,7 +108,7 @@ func TestFaultAdmin(t *testing.T) {
 	require.Equal(t, http.StatusOK, post(t, w.url+"/v1/chat/completions", body).status)
 
 	r = do(t, http.MethodGet, w.url+"/admin/faults", nil, nil)
-	require.JSONEq(t, `{"error_rate":0,"hang_rate":0,"hang_max":"10m0s","die_rate":0,"die_after_tokens":4,"slow_factor":1,"garbage_rate":0,"cut_rate":0,"stall_rate":0,"kv_events_paused":false}`, string(r.body))
+	require.JSONEq(t, `{"error_rate":0,"hang_rate":0,"hang_max":"10m0s","die_rate":0,"die_after_tokens":4,"slow_factor":1,"garbage_rate":0,"cut_rate":0,"stall_rate":0,"error_event_rate":0,"kv_pull_fail_rate":0,"kv_events_paused":false}`, string(r.body))
 }
 
 func TestFaultGarbage(t *testing.T) {
@@ -235,4 +235,32 @@ func TestFaultStall(t *testing.T) {
 		require.Empty(t, r.body)
 	})
 	require.Equal(t, uint64(2), w.s.metrics.faults[faultStall].Load())
+}
+
+// The engine-failure rates in POST /admin/faults: validated like the other
+// rates, and drawn for a request only where they apply.
+func TestEngineFailureFaultSettings(t *testing.T) {
+	w := startWorker(t, testConfig("generation", ProtocolVLLM))
+	r := post(t, w.url+"/admin/faults", `{"error_event_rate":1.5}`)
+	require.Equal(t, http.StatusBadRequest, r.status)
+	require.Contains(t, r.errorBody(t).Error.Message, "error_event_rate: must be in [0, 1], got 1.5")
+	r = post(t, w.url+"/admin/faults", `{"kv_pull_fail_rate":-1}`)
+	require.Equal(t, http.StatusBadRequest, r.status)
+	require.Contains(t, r.errorBody(t).Error.Message, "kv_pull_fail_rate: must be in [0, 1], got -1")
+
+	r = post(t, w.url+"/admin/faults", `{"kv_pull_fail_rate":1}`)
+	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
+	require.Contains(t, string(r.body), `"kv_pull_fail_rate":1`)
+	require.True(t, w.s.faults.draw(true).kvPullFail)
+	require.False(t, w.s.faults.draw(false).kvPullFail, "only a request with a KV handle has a pull to fail")
+	require.Equal(t, http.StatusOK, post(t, w.url+"/v1/completions", completionReq("plain", map[string]any{"max_tokens": 2})).status)
+
+	r = post(t, w.url+"/admin/faults", `{"kv_pull_fail_rate":0,"error_event_rate":1,"die_after_tokens":1}`)
+	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
+	r = post(t, w.url+"/v1/completions", completionReq("plain", map[string]any{"max_tokens": 2}))
+	require.Equal(t, http.StatusInternalServerError, r.status)
+	require.Equal(t, vllmInternalBody, string(r.body))
+	metrics := string(do(t, http.MethodGet, w.url+"/metrics", nil, nil).body)
+	require.Contains(t, metrics, `duet_sim_faults_injected_total{model_name="`+w.s.cfg.Model+`",kind="error_event"} 1`)
+	require.Contains(t, metrics, `duet_sim_faults_injected_total{model_name="`+w.s.cfg.Model+`",kind="kv_pull_fail"} 0`)
 }

@@ -45,7 +45,7 @@ func (s *Server) handleCompletion(ctx *fasthttp.RequestCtx, kind endpointKind) {
 		s.fail(ctx, herr)
 		return
 	}
-	f := s.faults.draw()
+	f := s.faults.draw(j.remote != nil)
 	switch {
 	case f.fail:
 		s.metrics.faults[faultError].Add(1)
@@ -67,6 +67,11 @@ func (s *Server) handleCompletion(ctx *fasthttp.RequestCtx, kind endpointKind) {
 	case f.cut || f.stall:
 		s.brokenStream(ctx, j, arrival, f)
 		return
+	case f.errorEvent && j.phase == phaseContext: // a context leg answers in one piece
+		s.metrics.faults[faultErrorEvent].Add(1)
+		s.metrics.request(j.phase, outcomeServerError)
+		s.fail(ctx, s.engineError(j, errEngineFailed))
+		return
 	}
 	r, herr := s.start(j, arrival, f)
 	if herr != nil {
@@ -81,7 +86,7 @@ func (s *Server) handleCompletion(ctx *fasthttp.RequestCtx, kind endpointKind) {
 	case j.stream:
 		ctx.SetContentType(openai.ContentTypeSSE)
 		ctx.Response.Header.Set("Cache-Control", "no-cache")
-		if f.die {
+		if s.cutsStream(f) {
 			ctx.SetConnectionClose()
 		}
 		s.streams.Add(1)
@@ -97,7 +102,9 @@ func (s *Server) handleCompletion(ctx *fasthttp.RequestCtx, kind endpointKind) {
 // start admits the job and, for a generation request, pulls its KV (SGLang:
 // meets its bootstrap room, which may wait for the prefill). It books the
 // prefill (or transfer) time and returns the run; on error no state is left
-// behind.
+// behind. Under the kv_pull_fail fault nothing is pulled: the context
+// worker keeps its pin until kv_transfer_timeout, as for a handle nobody
+// pulls, and decode fails the run when the transfer would have ended.
 func (s *Server) start(j *job, arrival time.Time, f faultDraw) (*run, *httpError) {
 	bs := s.cfg.BlockSize
 	spec := admitSpec{hashes: j.hashes, totalBlocks: s.sched.kv.BlocksFor(len(j.prompt) + j.limit)}
@@ -135,19 +142,26 @@ func (s *Server) start(j *job, arrival time.Time, f faultDraw) (*run, *httpError
 		s.metrics.addDuration(&s.metrics.prefillNanos, r.modelled)
 		return r, nil
 	}
-	if s.cfg.Protocol == ProtocolSGLang {
-		if herr := s.meet(j); herr != nil {
+	if !f.kvPullFail {
+		var herr *httpError
+		now, herr = s.fetchKV(j, now)
+		switch {
+		case herr != nil && herr.code == codeTransferFailed && s.cfg.Protocol != ProtocolSGLang:
+			// The context worker could not be reached (dead, restarting):
+			// the engine reports a failed transfer its own way, as the
+			// kv_pull_fail fault does.
+			f.kvPullFail, r.fault.kvPullFail = true, true
+		case herr != nil:
 			l.finish(seqBlocks{})
 			return nil, herr
 		}
-		now = s.clock.now() // the room may have kept the decode waiting
-	} else if herr := s.pull(j); herr != nil {
-		l.finish(seqBlocks{})
-		return nil, herr
 	}
 	missing := len(j.prompt) - r.cached
 	r.modelled = s.model.Transfer(missing, f.slow)
 	r.firstAt = now.Add(r.modelled)
+	if f.kvPullFail {
+		return r, nil // no KV arrives: nothing is counted as transferred
+	}
 	s.metrics.transferTokens.Add(uint64(missing))
 	s.metrics.transferSkipped.Add(uint64(r.cached))
 	s.metrics.addDuration(&s.metrics.transferNanos, r.modelled)
@@ -158,6 +172,20 @@ func (s *Server) start(j *job, arrival time.Time, f faultDraw) (*run, *httpError
 		r.usage.PromptTokensDetails.CachedTokens = u.CachedTokens()
 	}
 	return r, nil
+}
+
+// fetchKV takes over j's KV from its context worker (SGLang meets its
+// bootstrap room, the others pull the handle) and returns when the
+// transfer starts: now, or for SGLang the time after the room kept the
+// decode waiting.
+func (s *Server) fetchKV(j *job, now time.Time) (time.Time, *httpError) {
+	if s.cfg.Protocol == ProtocolSGLang {
+		if herr := s.meet(j); herr != nil {
+			return now, herr
+		}
+		return s.clock.now(), nil
+	}
+	return now, s.pull(j)
 }
 
 // Headers with the modelled numbers, for tests and debugging.

@@ -89,7 +89,7 @@ func (s *Server) roomPull(url string, body roomPullRequest) (int, []byte, error)
 
 // transferFailed is SGLang's decode abort for a failed transfer.
 func (s *Server) transferFailed(j *job, reason string) *httpError {
-	return &httpError{status: http.StatusInternalServerError, inStream: j.stream, code: "kv_transfer_failed",
+	return &httpError{status: http.StatusInternalServerError, inStream: j.stream, code: codeTransferFailed,
 		msg: fmt.Sprintf("Decode transfer failed for request rank=0 req.rid=%q req.bootstrap_room=%d with exception KVTransferError(bootstrap_room=%d): %s",
 			j.id, j.room, j.room, reason)}
 }

@@ -33,11 +33,13 @@ const (
 	faultGarbage
 	faultCut
 	faultStall
+	faultErrorEvent         // fault_error_event_rate, when the failure strikes
+	faultKVPullFail         // fault_kv_pull_fail_rate, when the failure strikes
 	faultResetCacheSilently // POST /admin/faults {"reset_cache_silently": true}, per trigger
 	numFaultKinds
 )
 
-var faultNames = [numFaultKinds]string{"error", "hang", "die", "garbage", "cut", "stall", "reset_cache_silently"}
+var faultNames = [numFaultKinds]string{"error", "hang", "die", "garbage", "cut", "stall", "error_event", "kv_pull_fail", "reset_cache_silently"}
 
 // metrics holds the worker's counters; gauges are read from the scheduler
 // at scrape time. The exposition is written by hand in the Prometheus text

@@ -93,6 +93,11 @@ func (s *Server) parseJob(kind endpointKind, body []byte, requestID string) (*jo
 	if len(body) == 0 {
 		return nil, badRequest("", "request body is empty")
 	}
+	if s.cfg.Protocol == ProtocolTRTLLM {
+		if herr := checkTRTLLMFields(kind, body); herr != nil {
+			return nil, herr
+		}
+	}
 	j := &job{kind: kind, requestID: requestID}
 	var c common
 	var ef engineFields
@@ -129,7 +134,7 @@ func (s *Server) decodeChat(j *job, body []byte) (common, engineFields, *httpErr
 	if herr := s.checkModel(r.Model); herr != nil {
 		return c, r.engineFields, herr
 	}
-	if len(r.Messages) == 0 {
+	if len(r.Messages) == 0 && !s.promptIDsSuffice(&r) {
 		return c, r.engineFields, badRequest("messages", "messages: required, must be a non-empty array")
 	}
 	if err := r.CheckTemplateFields(); err != nil {
@@ -155,6 +160,14 @@ func (s *Server) decodeChat(j *job, body []byte) (common, engineFields, *httpErr
 		return c, r.engineFields, badRequest("messages", "%v", err)
 	}
 	return c, r.engineFields, nil
+}
+
+// promptIDsSuffice reports whether a chat request without messages is
+// served from its prompt_token_ids: TensorRT-LLM requires the messages key
+// but, given prompt_token_ids, skips the chat template and accepts an empty
+// list (openai_server.py openai_chat, NVIDIA snapshot 00057725).
+func (s *Server) promptIDsSuffice(r *chatBody) bool {
+	return s.cfg.Protocol == ProtocolTRTLLM && r.Messages != nil && len(r.PromptTokenIDs) > 0
 }
 
 // templateMessage fills out with message i as the chat template reads it,

@@ -86,24 +86,6 @@ func (s *Server) fail(ctx *fasthttp.RequestCtx, e *httpError) {
 	ctx.SetBody(sglangErrorBody(e))
 }
 
-// sglangError is SGLang's ErrorResponse: flat, with the HTTP status as an
-// integer code.
-type sglangError struct {
-	Object  string  `json:"object"`
-	Message string  `json:"message"`
-	Type    string  `json:"type"`
-	Param   *string `json:"param"`
-	Code    int     `json:"code"`
-}
-
-func newSGLangError(e *httpError, typ string) sglangError {
-	out := sglangError{Object: "error", Message: e.msg, Type: typ, Code: e.status}
-	if e.param != "" {
-		out.Param = &e.param
-	}
-	return out
-}
-
 // sglangErrorBody is a non-streaming SGLang error: create_error_response's
 // BadRequestError for validation errors, and the HTTPException handler's
 // type (the status as a string) for aborts from the scheduler.
@@ -115,7 +97,7 @@ func sglangErrorBody(e *httpError) []byte {
 	case http.StatusNotFound:
 		typ = "NotFoundError"
 	}
-	b, _ := json.Marshal(newSGLangError(e, typ)) // plain struct, cannot fail
+	b, _ := json.Marshal(newFlatError(e, typ)) // plain struct, cannot fail
 	return b
 }
 
@@ -125,11 +107,9 @@ func sglangErrorBody(e *httpError) []byte {
 // spaces after ':' and ',', then [DONE].
 func sglangStreamError(e *httpError) []byte {
 	name := strings.ToUpper(strings.ReplaceAll(http.StatusText(e.status), " ", "_"))
-	se := newSGLangError(e, name)
-	param := "null"
-	if se.Param != nil {
-		param = quote(*se.Param)
-	}
-	return []byte(`data: {"error": {"object": "error", "message": ` + quote(se.Message) + `, "type": ` + quote(se.Type) +
-		`, "param": ` + param + `, "code": ` + strconv.Itoa(se.Code) + "}}\n\ndata: [DONE]\n\n")
+	b, _ := json.Marshal(struct {
+		Error flatError `json:"error"`
+	}{newFlatError(e, name)}) // plain struct, cannot fail
+	out := append([]byte("data: "), pyDumps(b)...)
+	return append(out, "\n\ndata: [DONE]\n\n"...)
 }

@@ -65,10 +65,10 @@ func await(t *testing.T, ch <-chan legResult) httpResult {
 }
 
 // sglangErr parses SGLang's flat error body.
-func sglangErr(t *testing.T, r httpResult) sglangError {
+func sglangErr(t *testing.T, r httpResult) flatError {
 	t.Helper()
 	require.Equal(t, "application/json", r.header.Get("Content-Type"))
-	var e sglangError
+	var e flatError
 	require.NoError(t, json.Unmarshal(r.body, &e), "body: %s", r.body)
 	require.Equal(t, "error", e.Object)
 	require.Equal(t, r.status, e.Code, "code is the HTTP status")
@@ -78,7 +78,7 @@ func sglangErr(t *testing.T, r httpResult) sglangError {
 
 // sglangStreamErr parses a 200 SSE response that holds only SGLang's error
 // event and [DONE].
-func sglangStreamErr(t *testing.T, r httpResult) sglangError {
+func sglangStreamErr(t *testing.T, r httpResult) flatError {
 	t.Helper()
 	require.Equal(t, http.StatusOK, r.status, "body: %s", r.body)
 	require.Equal(t, openai.ContentTypeSSE, r.header.Get("Content-Type"))
@@ -86,7 +86,7 @@ func sglangStreamErr(t *testing.T, r httpResult) sglangError {
 	require.Len(t, evs, 2, "body: %s", r.body)
 	require.True(t, openai.IsDone(evs[1]))
 	var ev struct {
-		Error sglangError `json:"error"`
+		Error flatError `json:"error"`
 	}
 	require.NoError(t, json.Unmarshal(evs[0], &ev))
 	require.Equal(t, "error", ev.Error.Object)
@@ -219,7 +219,7 @@ func TestSGLangWrongBootstrapPort(t *testing.T) {
 			start := time.Now()
 			d := post(t, dec.url+"/v1/chat/completions", body)
 			require.Less(t, time.Since(start), 5*time.Second, "bounded")
-			var e sglangError
+			var e flatError
 			if tt.stream {
 				e = sglangStreamErr(t, d)
 				require.Equal(t, "INTERNAL_SERVER_ERROR", e.Type)
@@ -267,7 +267,7 @@ func TestSGLangUnknownRoomTimesOut(t *testing.T) {
 			elapsed := time.Since(start)
 			require.GreaterOrEqual(t, elapsed, 250*time.Millisecond, "waits kv_transfer_timeout")
 			require.Less(t, elapsed, 5*time.Second)
-			var e sglangError
+			var e flatError
 			if stream {
 				e = sglangStreamErr(t, r)
 			} else {
@@ -343,7 +343,7 @@ func TestSGLangRejects(t *testing.T) {
 			}
 			delete(body, tt.drop)
 			r := post(t, workers[tt.worker].url+"/v1/chat/completions", body)
-			var e sglangError
+			var e flatError
 			if tt.stream {
 				e = sglangStreamErr(t, r)
 				require.Equal(t, "BAD_REQUEST", e.Type)

@@ -46,6 +46,10 @@ func (s *Server) stream(w *bufio.Writer, r *run) {
 		_ = w.Flush() // the tokens so far, then no [DONE]; the connection closes
 		s.metrics.request(r.j.phase, outcomeServerError)
 		return
+	case errors.Is(err, errEngineFailed) || errors.Is(err, errKVPullFailed):
+		_ = s.writeStreamFailure(sink, s.engineError(r.j, err))
+		s.metrics.request(r.j.phase, outcomeServerError)
+		return
 	case errors.Is(err, errAborted):
 		e := openai.NewError(err.Error(), openai.ErrTypeUnavailable, "", "")
 		if openai.WriteEvent(w, e.JSON()) == nil && openai.WriteDone(w) == nil {

@@ -14,6 +14,10 @@ import (
 	"github.com/valyala/fasthttp"
 )
 
+// codeTransferFailed is the code of a KV transfer that failed on the way
+// (the context worker unreachable or failing), not a handle it refused.
+const codeTransferFailed = "kv_transfer_failed"
+
 // pullPath is the worker-to-worker endpoint a generation worker calls to
 // take over a context worker's pinned KV blocks.
 const pullPath = "/internal/kv/pull"
@@ -82,14 +86,14 @@ func (s *Server) pull(j *job) *httpError {
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := s.client.Do(req)
 	if err != nil {
-		return &httpError{status: http.StatusBadGateway, code: "kv_transfer_failed",
+		return &httpError{status: http.StatusBadGateway, code: codeTransferFailed,
 			msg: fmt.Sprintf("KV transfer from context worker %s failed: %v", j.remote.url, err)}
 	}
 	defer resp.Body.Close()
 	reply, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	switch st := resp.StatusCode; {
 	case err != nil:
-		return &httpError{status: http.StatusBadGateway, code: "kv_transfer_failed",
+		return &httpError{status: http.StatusBadGateway, code: codeTransferFailed,
 			msg: fmt.Sprintf("KV transfer from context worker %s failed: %v", j.remote.url, err)}
 	case st == http.StatusOK:
 		return nil
@@ -97,7 +101,7 @@ func (s *Server) pull(j *job) *httpError {
 		return &httpError{status: http.StatusBadRequest, param: handleParam(s.cfg.Protocol), code: "kv_handle_invalid",
 			msg: fmt.Sprintf("KV transfer from context worker %s rejected: %s", j.remote.url, peerMessage(reply))}
 	default:
-		return &httpError{status: http.StatusBadGateway, code: "kv_transfer_failed",
+		return &httpError{status: http.StatusBadGateway, code: codeTransferFailed,
 			msg: fmt.Sprintf("KV transfer from context worker %s failed with status %d: %s", j.remote.url, st, peerMessage(reply))}
 	}
 }

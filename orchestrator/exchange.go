@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/duet-serve/duet/router"
 	"github.com/valyala/fasthttp"
 )
 
@@ -18,6 +19,9 @@ import (
 type held struct {
 	conn    net.Conn
 	release func(discard bool)
+	// downs is the worker's Downs count when the call began: a later
+	// count says the worker was found down and the call given up.
+	downs uint64
 }
 
 // exchange runs one HTTP exchange on a pooled connection of hc: it writes
@@ -25,43 +29,43 @@ type held struct {
 // deadline (resp.StreamBody leaves the body to the caller, reading under
 // the same deadline). While the exchange, and for a stream its body, is
 // live, ctx ending closes the connection, so the worker sees its client
-// leave; so does down ending (the worker was found down: the call gives up
-// at once rather than waiting for its deadline) (vLLM, TensorRT-LLM and SGLang abort a request whose connection
-// closes). A reused keep-alive connection the worker closed while it sat
+// leave (vLLM, TensorRT-LLM and SGLang abort a request whose connection
+// closes); so does ep being found down (router.Endpoint.Watch): the call
+// gives up at once rather than at its deadline. A reused keep-alive connection the worker closed while it sat
 // idle fails before any response byte; the exchange then runs once more on
 // a new connection, as Go's net/http does for the same race. The other
 // idle connections are closed first: a worker that closed one closed the
 // others of the same age too, or all of them when it restarted, and the
 // retry must not take another.
-func exchange(ctx, down context.Context, hc *fasthttp.HostClient, req *fasthttp.Request, resp *fasthttp.Response,
+func exchange(ctx context.Context, ep *router.Endpoint, hc *fasthttp.HostClient, req *fasthttp.Request, resp *fasthttp.Response,
 	headersBy, deadline time.Time) (held, error) {
-	h, staleConn, err := exchangeOnce(ctx, down, hc, req, resp, headersBy, deadline)
+	h, staleConn, err := exchangeOnce(ctx, ep, hc, req, resp, headersBy, deadline)
 	if staleConn && ctx.Err() == nil {
 		hc.CloseIdleConnections()
-		h, _, err = exchangeOnce(ctx, down, hc, req, resp, headersBy, deadline)
+		h, _, err = exchangeOnce(ctx, ep, hc, req, resp, headersBy, deadline)
 	}
 	return h, err
 }
 
 // exchangeOnce is one try of exchange. staleConn reports a failure of a
 // reused connection before the worker answered anything.
-func exchangeOnce(ctx, down context.Context, hc *fasthttp.HostClient, req *fasthttp.Request, resp *fasthttp.Response,
+func exchangeOnce(ctx context.Context, ep *router.Endpoint, hc *fasthttp.HostClient, req *fasthttp.Request, resp *fasthttp.Response,
 	headersBy, deadline time.Time) (h held, staleConn bool, err error) {
 	if err := ctx.Err(); err != nil {
-		return held{}, false, classify(ctx, down, err, false)
+		return held{}, false, classify(ctx, err, false, false)
 	}
 	cc, err := hc.AcquireConn(time.Until(headersBy), false)
 	if err != nil {
-		return held{}, false, classify(ctx, down, err, false)
+		return held{}, false, classify(ctx, err, false, false)
 	}
 	conn := cc.Conn()
 	reused := !cc.LastUseTime().IsZero()
 	stop := context.AfterFunc(ctx, func() { _ = conn.Close() })
-	stopDown := context.AfterFunc(down, func() { _ = conn.Close() })
+	downs := ep.Watch(conn)
 	var br *bufio.Reader
 	release := func(discard bool) {
 		stop()
-		stopDown()
+		ep.Unwatch(conn)
 		if br != nil {
 			hc.ReleaseReader(br)
 		}
@@ -73,7 +77,7 @@ func exchangeOnce(ctx, down context.Context, hc *fasthttp.HostClient, req *fasth
 	}
 	if err := send(hc, conn, req, headersBy); err != nil {
 		release(true)
-		return held{}, reused, classify(ctx, down, err, true)
+		return held{}, reused, classify(ctx, err, true, ep.Downs() != downs)
 	}
 	streaming := resp.StreamBody
 	resp.Reset()
@@ -88,9 +92,9 @@ func exchangeOnce(ctx, down context.Context, hc *fasthttp.HostClient, req *fasth
 	}
 	if err != nil {
 		release(true)
-		return held{}, reused && unanswered(err), classify(ctx, down, err, true)
+		return held{}, reused && unanswered(err), classify(ctx, err, true, ep.Downs() != downs)
 	}
-	return held{conn: conn, release: release}, false, nil
+	return held{conn: conn, release: release, downs: downs}, false, nil
 }
 
 // send writes req to conn by deadline.

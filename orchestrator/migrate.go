@@ -52,8 +52,8 @@ var errWorkerEvent = errors.New("generation worker error event")
 // answer is what a relayed stream has given the client, kept so that
 // another worker can continue it.
 type answer struct {
-	started bool
-	// id and created are the first event's: every later event carries them.
+	// id and created are the first event's, read when the answer is first
+	// continued: every later event carries them.
 	id      string
 	created int64
 	// text is the output text the client got.
@@ -74,10 +74,6 @@ type answer struct {
 // add records one event the client gets, read into c (before any rewrite:
 // c is valid until the chunkReader's next read).
 func (a *answer) add(c chunk) {
-	if !a.started {
-		a.started = true
-		a.id, a.created = string(c.v.GetStringBytes("id")), c.v.GetInt64("created")
-	}
 	switch {
 	case c.toolCalls:
 		a.blocked = "tool_calls"
@@ -96,7 +92,8 @@ func (rl *relay) newAnswer() {
 	if f.o.cfg.MaxMigrations == 0 || !f.req.Stream {
 		return
 	}
-	a := &answer{promptTokens: len(f.req.Tokens)}
+	a := &rl.ans
+	a.promptTokens = len(f.req.Tokens)
 	if rl.ctx != nil && rl.ctx.PromptTokens > 0 {
 		a.promptTokens, a.cachedTokens = rl.ctx.PromptTokens, rl.ctx.CachedTokens
 	}
@@ -113,7 +110,7 @@ func (rl *relay) migrate(w *bufio.Writer, why string, cause error) bool {
 	if a == nil || rl.finished || f.ctx.Err() != nil {
 		return false
 	}
-	if st := rl.leg.st; st != nil && st.down.Err() != nil {
+	if st := rl.leg.st; st != nil && st.foundDown() {
 		why = failWorkerDown
 	}
 	o := f.o
@@ -132,6 +129,9 @@ func (rl *relay) migrate(w *bufio.Writer, why string, cause error) bool {
 		o.log.Warn("generation failed mid-stream, not migrated", zap.String("request_id", f.req.ID),
 			zap.String("worker", f.route.Gen), zap.String("failure", why), zap.String("refused", outcome), zap.Error(cause))
 		return false
+	}
+	if a.migrations == 0 {
+		a.id, a.created = firstEventIDs(rl.first.data)
 	}
 	from := f.route.Gen
 	span := f.trace.child(spanMigration, trace.SpanKindInternal, attribute.String("duet.failure", why),
@@ -161,6 +161,16 @@ type migrationReport struct {
 	To         string `json:"to"`
 	Failure    string `json:"failure"`
 	SentTokens int    `json:"sent_tokens"`
+}
+
+// firstEventIDs reads the id and created time of a stream's first event.
+func firstEventIDs(data []byte) (string, int64) {
+	var ids struct {
+		ID      string `json:"id"`
+		Created int64  `json:"created"`
+	}
+	_ = json.Unmarshal(data, &ids) // it was read as a JSON object before; a missing id stays ""
+	return ids.ID, ids.Created
 }
 
 // continueOn runs cont, the continuation of the flight's request, on a

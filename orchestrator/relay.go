@@ -49,8 +49,12 @@ type relay struct {
 	contentEvents int   // events with text: the output token count when usage is absent
 	chunks        *chunkReader
 	// answer is what the client got so far, kept to continue it on another
-	// worker; nil when the request cannot be migrated.
+	// worker (it points to ans); nil when the request cannot be migrated.
 	answer *answer
+	ans    answer
+	// firstLeg is the first stream's leg, which leg points to until a
+	// migration.
+	firstLeg leg
 	// withheld is a worker's error event not yet relayed because the
 	// answer might be migrated; halt relays it when it is not.
 	withheld []byte
@@ -68,11 +72,11 @@ type leg struct {
 	once   sync.Once
 }
 
-func openLeg(st *stream) *leg {
-	l := &leg{st: st, events: make(chan sseEvent, 16), stop: make(chan struct{})}
+// open starts reading st.
+func (l *leg) open(st *stream) {
+	l.st, l.events, l.stop = st, make(chan sseEvent, 16), make(chan struct{})
 	l.joined.Add(1)
 	go l.read()
-	return l
 }
 
 func (l *leg) read() {
@@ -121,7 +125,10 @@ func (o *Orchestrator) streamLimits() streamLimits {
 }
 
 func newRelay(f *flight, st *stream, c *protocol.Context, lim streamLimits, start time.Time) *relay {
-	return &relay{f: f, leg: openLeg(st), ctx: c, lim: lim, start: start, chunks: getChunkReader()}
+	rl := &relay{f: f, ctx: c, lim: lim, start: start, chunks: getChunkReader()}
+	rl.firstLeg.open(st)
+	rl.leg = &rl.firstLeg
+	return rl
 }
 
 // awaitFirst waits until firstBy for the first event, so that a worker that

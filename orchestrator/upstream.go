@@ -111,20 +111,20 @@ var (
 	errPoolBusy  = errors.New("no free upstream connection")
 	errCancelled = errors.New("cancelled: the client went away")
 	// errWorkerDown marks a call given up because its worker was found
-	// down (router.Endpoint.Down) while it was in flight.
+	// down (router.Endpoint.MarkDown) while it was in flight.
 	errWorkerDown = errors.New("given up: the worker was found down")
 	errUnsent     = errors.New("could not connect")
 )
 
 // classify names a failed exchange: the request's own cancellation first,
-// then the worker found down while the call was in flight, then the kinds
-// passive health must not take for a dead worker.
-func classify(ctx, down context.Context, err error, sent bool) error {
+// then the worker found down while the call was in flight (down), then the
+// kinds passive health must not take for a dead worker.
+func classify(ctx context.Context, err error, sent, down bool) error {
 	var ne net.Error
 	switch {
 	case ctx.Err() != nil:
 		return fmt.Errorf("%w: %v", errCancelled, err)
-	case down.Err() != nil:
+	case down:
 		return fmt.Errorf("%w: %v", errWorkerDown, err)
 	case errors.Is(err, fasthttp.ErrTimeout), errors.As(err, &ne) && ne.Timeout():
 		return fmt.Errorf("%w: %v", errTimeout, err)
@@ -153,7 +153,7 @@ func (u *upstream) post(ctx context.Context, ep *router.Endpoint, path string, r
 	defer fasthttp.ReleaseRequest(req)
 	resp := fasthttp.AcquireResponse()
 	defer fasthttp.ReleaseResponse(resp)
-	h, err := exchange(ctx, ep.Down(), hc, req, resp, deadline, deadline)
+	h, err := exchange(ctx, ep, hc, req, resp, deadline, deadline)
 	if err != nil {
 		return reply{}, err
 	}
@@ -164,13 +164,11 @@ func (u *upstream) post(ctx context.Context, ep *router.Endpoint, path string, r
 // stream is a worker response whose body is read as it arrives.
 type stream struct {
 	status int
-	// down is the worker's Down context the stream watches: it ended when
-	// the worker was found down while the stream was open.
-	down context.Context
-	body *streamBody
-	resp *fasthttp.Response
-	conn held
-	once sync.Once
+	ep     *router.Endpoint // the worker
+	body   *streamBody
+	resp   *fasthttp.Response
+	conn   held
+	once   sync.Once
 }
 
 // streamBody reads a streamed response body and remembers whether it was
@@ -187,6 +185,10 @@ func (b *streamBody) Read(p []byte) (int, error) {
 	}
 	return n, err
 }
+
+// foundDown reports whether the worker was found down while the stream
+// was open (its connection was then closed: see router.Endpoint.Watch).
+func (s *stream) foundDown() bool { return s.ep.Downs() != s.conn.downs }
 
 // closeBody ends the body stream, unblocking a pending read by closing the
 // connection unless the body was read to its end; safe to call more than
@@ -229,8 +231,7 @@ func (u *upstream) openStream(ctx context.Context, ep *router.Endpoint, path str
 	defer fasthttp.ReleaseRequest(req)
 	resp := fasthttp.AcquireResponse()
 	resp.StreamBody = true
-	down := ep.Down()
-	h, err := exchange(ctx, down, hc, req, resp, headersBy, deadline)
+	h, err := exchange(ctx, ep, hc, req, resp, headersBy, deadline)
 	if err != nil {
 		fasthttp.ReleaseResponse(resp)
 		return nil, err
@@ -239,5 +240,5 @@ func (u *upstream) openStream(ctx context.Context, ep *router.Endpoint, path str
 	if body == nil { // no body to stream (fasthttp read it whole)
 		body = bytes.NewReader(resp.Body())
 	}
-	return &stream{status: resp.StatusCode(), down: down, body: &streamBody{r: body}, resp: resp, conn: h}, nil
+	return &stream{status: resp.StatusCode(), ep: ep, body: &streamBody{r: body}, resp: resp, conn: h}, nil
 }

@@ -1,36 +1,57 @@
 package router
 
-import "context"
+import (
+	"io"
+	"sync"
+	"sync/atomic"
+)
 
-// downSignal is one period of a worker's life between two times it was
-// found down: ctx ends when the period does.
-type downSignal struct {
-	ctx    context.Context
-	cancel context.CancelFunc
+// inFlight holds the connections of a worker's calls in flight, which are
+// closed when the worker is found down.
+type inFlight struct {
+	mu    sync.Mutex // guards conns and orders Watch with MarkDown
+	conns map[io.Closer]struct{}
+	downs atomic.Uint64
 }
 
-func newDownSignal() *downSignal {
-	ctx, cancel := context.WithCancel(context.Background())
-	return &downSignal{ctx: ctx, cancel: cancel}
-}
-
-// Down returns a context that ends when the worker is next found down:
-// its health check marks it unhealthy, or an operator drains it with
-// migration. A call in flight to the worker
-// watches it to give up at once instead of waiting out its timeout (the
-// caller then retries or migrates the request). Safe for concurrent use.
-func (e *Endpoint) Down() context.Context {
-	if s := e.down.Load(); s != nil {
-		return s.ctx
+// Watch registers c, the connection of a call in flight to the worker,
+// until Unwatch: when the worker is found down (MarkDown: its health check
+// marks it unhealthy, or an operator drains it with migration) c is
+// closed, so that the call gives up at once instead of waiting out its
+// timeout, and the caller retries or migrates the request. It returns the
+// count Downs had then: a call that finds Downs changed after a failure
+// was given up because the worker was found down. Safe for concurrent use.
+func (e *Endpoint) Watch(c io.Closer) uint64 {
+	f := &e.inFlight
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.conns == nil {
+		f.conns = map[io.Closer]struct{}{}
 	}
-	e.down.CompareAndSwap(nil, newDownSignal())
-	return e.down.Load().ctx
+	f.conns[c] = struct{}{}
+	return f.downs.Load()
 }
 
-// MarkDown ends the context Down returned, so that every call in flight to
-// the worker gives up; later calls watch a new one.
+// Unwatch ends Watch(c).
+func (e *Endpoint) Unwatch(c io.Closer) {
+	f := &e.inFlight
+	f.mu.Lock()
+	delete(f.conns, c)
+	f.mu.Unlock()
+}
+
+// Downs counts the times the worker was found down.
+func (e *Endpoint) Downs() uint64 { return e.inFlight.downs.Load() }
+
+// MarkDown closes the connection of every call in flight to the worker
+// (see Watch).
 func (e *Endpoint) MarkDown() {
-	if old := e.down.Swap(newDownSignal()); old != nil {
-		old.cancel()
+	f := &e.inFlight
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.downs.Add(1)
+	for c := range f.conns {
+		_ = c.Close()
 	}
+	clear(f.conns)
 }

@@ -32,7 +32,7 @@ type Endpoint struct {
 
 	healthy  atomic.Bool
 	draining atomic.Bool
-	down     atomic.Pointer[downSignal] // see Down
+	inFlight inFlight // the connections of its calls in flight (down.go)
 	load     atomic.Int64               // token-weighted load of this replica's live leases
 	remote   atomic.Int64               // the other duet replicas' load, as the shared store last said
 	inflight atomic.Int64               // live leases

@@ -24,7 +24,7 @@ type Admin interface {
 	RemoveWorker(id string) error
 	// SetDraining stops or resumes new work to a worker; with migrate, a
 	// drain also moves the worker's streams in flight to other workers
-	// (their calls to it give up; see router.Endpoint.Down). ErrNotFound
+	// (their calls to it give up; see router.Endpoint.Watch). ErrNotFound
 	// when unknown.
 	SetDraining(id string, draining, migrate bool) error
 }

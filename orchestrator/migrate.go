@@ -114,24 +114,12 @@ func (rl *relay) migrate(w *bufio.Writer, why string, cause error) bool {
 		why = failWorkerDown
 	}
 	o := f.o
-	outcome := a.blocked
-	var cont *Request
-	switch {
-	case outcome != "":
-	case a.migrations >= o.cfg.MaxMigrations:
-		outcome = outcomeLimit
-	default:
-		a.sentTokens = o.tok.Count(string(a.text))
-		cont, outcome = o.continuation(f.req, a.text, a.sentTokens)
-	}
+	cont, refused := rl.plan()
 	if cont == nil {
-		o.metrics.migrations.WithLabelValues(why, outcome).Inc()
+		o.metrics.migrations.WithLabelValues(why, refused).Inc()
 		o.log.Warn("generation failed mid-stream, not migrated", zap.String("request_id", f.req.ID),
-			zap.String("worker", f.route.Gen), zap.String("failure", why), zap.String("refused", outcome), zap.Error(cause))
+			zap.String("worker", f.route.Gen), zap.String("failure", why), zap.String("refused", refused), zap.Error(cause))
 		return false
-	}
-	if a.migrations == 0 {
-		a.id, a.created = firstEventIDs(rl.first.data)
 	}
 	from := f.route.Gen
 	span := f.trace.child(spanMigration, trace.SpanKindInternal, attribute.String("duet.failure", why),
@@ -152,6 +140,24 @@ func (rl *relay) migrate(w *bufio.Writer, why string, cause error) bool {
 		_ = openai.WriteComment(w, "duet-migration "+string(report))
 	}
 	return rl.adopt(w, next)
+}
+
+// plan returns the request that continues the answer, or nil and why it
+// is not continued.
+func (rl *relay) plan() (*Request, string) {
+	f, a := rl.f, rl.answer
+	switch {
+	case a.blocked != "":
+		return nil, a.blocked
+	case a.migrations >= f.o.cfg.MaxMigrations:
+		return nil, outcomeLimit
+	}
+	a.sentTokens = f.o.tok.Count(string(a.text))
+	cont, refused := f.o.continuation(f.req, a.text, a.sentTokens)
+	if cont != nil && a.migrations == 0 {
+		a.id, a.created = firstEventIDs(rl.first.data)
+	}
+	return cont, refused
 }
 
 // migrationReport is the SSE comment a client that sent

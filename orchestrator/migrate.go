@@ -122,6 +122,7 @@ func (rl *relay) migrate(w *bufio.Writer, why string, cause error) bool {
 		return false
 	}
 	from := f.route.Gen
+	f.trace.endStream(cause)
 	span := f.trace.child(spanMigration, trace.SpanKindInternal, attribute.String("duet.failure", why),
 		attribute.String("duet.from_worker", from), attribute.Int("duet.sent_tokens", a.sentTokens))
 	next, err := rl.continueOn(cont, from)

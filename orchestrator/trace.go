@@ -172,6 +172,16 @@ func (t *flightTrace) streamStarted(first trace.Span) {
 	t.stream = t.child(spanStream, trace.SpanKindInternal)
 }
 
+// endStream closes the stream span of a leg that failed (err) and whose
+// answer moves to another worker.
+func (t *flightTrace) endStream(err error) {
+	if t.tracer == nil {
+		return
+	}
+	endSpan(t.stream, err)
+	t.stream = nil
+}
+
 // end closes the stream span (if any) and the request span with its status.
 func (t *flightTrace) end(status int, err error, f *flight, at time.Time) {
 	if t.tracer == nil {
@@ -183,7 +193,7 @@ func (t *flightTrace) end(status int, err error, f *flight, at time.Time) {
 		attribute.String("duet.route", f.route.Decision), attribute.String("duet.ctx_worker", f.route.Ctx),
 		attribute.String("duet.gen_worker", f.route.Gen), attribute.Int("duet.prompt_tokens", len(f.req.Tokens)),
 		attribute.Int("duet.cached_tokens", f.cachedTokens), attribute.Int("duet.output_tokens", f.outputTokens),
-		attribute.Int("duet.attempts", f.attempts))
+		attribute.Int("duet.attempts", f.attempts), attribute.Int("duet.migrations", f.migrations))
 	if err != nil {
 		t.root.RecordError(err)
 		t.root.SetStatus(codes.Error, err.Error())

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/attribute"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 )
@@ -59,4 +60,24 @@ func TestNoTracerPassesTheClientsTraceparent(t *testing.T) {
 	require.Equal(t, http.StatusOK, resp.Status)
 	require.Equal(t, []string{"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}, ctx.traceparents(), "tracing off: the client's traceparent passes through")
 	require.Equal(t, ctx.traceparents(), gen.traceparents())
+}
+
+func TestTraceOfAMigratedStream(t *testing.T) {
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	d := &firstDies{first: chatLeg("A", 1, []string{" one"}, false), then: chatLeg("B", 2, []string{" two"}, true)}
+	h := newTracedHarness(t, testConfig(), []*fakeWorker{newFakeWorker(t, ctxOK)}, d.gens(t, 2), tp.Tracer("test"))
+	resp, _ := h.run(testChatBody(true, ""), nil)
+	require.Equal(t, http.StatusOK, resp.Status)
+	count := map[string]int{}
+	var root tracetest.SpanStub
+	for _, s := range exp.GetSpans() { // ended spans only
+		count[s.Name]++
+		if s.Name == spanRequest {
+			root = s
+		}
+	}
+	require.Equal(t, 2, count[spanStream], "each leg's stream span ends")
+	require.Equal(t, 1, count[spanMigration])
+	require.Contains(t, root.Attributes, attribute.Int("duet.migrations", 1))
 }

@@ -34,6 +34,10 @@ type flight struct {
 	// migrations counts the times its generation moved to another gen
 	// worker mid-stream (migrate.go).
 	migrations int
+	// workerRequestID is the id the last attempt's workers got
+	// (TensorRT-LLM's disagg_request_id, vLLM's X-Request-Id), 0 before
+	// any: the access log gives it beside the client's request id.
+	workerRequestID uint64
 
 	// What the current attempt measured.
 	ctxRan bool // its context phase completed
@@ -143,7 +147,7 @@ func (o *Orchestrator) record(f *flight) {
 		return
 	}
 	fields := []zap.Field{
-		zap.String("request_id", f.req.ID), zap.String("endpoint", ep), zap.Int("status", f.status),
+		zap.String("request_id", f.req.ID), zap.Uint64("worker_request_id", f.workerRequestID), zap.String("endpoint", ep), zap.Int("status", f.status),
 		zap.String("session", f.session), zap.String("ctx", f.route.Ctx), zap.String("gen", f.route.Gen),
 		zap.String("decision", f.route.Header()), zap.Int("attempts", f.attempts), zap.Int("migrations", f.migrations),
 		zap.Int("prompt_tokens", len(f.req.Tokens)), zap.Int("cached_tokens", f.cachedTokens), zap.Int("output_tokens", f.outputTokens),

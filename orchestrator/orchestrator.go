@@ -216,6 +216,7 @@ func excluding(set map[string]bool, worker string) map[string]bool {
 func (o *Orchestrator) newInput(f *flight) protocol.Input {
 	ctxWorker := f.pair.Ctx.Endpoint()
 	id := protocol.MinRequestID + o.rand()%(protocol.MaxRequestID-protocol.MinRequestID)
+	f.workerRequestID = id
 	return protocol.Input{
 		Endpoint:       f.req.Endpoint,
 		Body:           f.req.Body,

@@ -37,3 +37,14 @@ func TestManyStaleConnectionsCostNoRequest(t *testing.T) {
 	require.Equal(t, http.StatusOK, resp.Status, out)
 	require.Zero(t, h.pool.Get("ctx-0").Ejections()+h.pool.Get("gen-0").Ejections(), "no worker taken for dead")
 }
+
+func TestRemovedWorkersClientIsDropped(t *testing.T) {
+	gen := newFakeWorker(t, genStream(1, true))
+	h := newHarness(t, testConfig(), []*fakeWorker{newFakeWorker(t, ctxOK)}, []*fakeWorker{gen})
+	resp, _ := h.run(testChatBody(false, ""), nil)
+	require.Equal(t, http.StatusOK, resp.Status)
+	require.Contains(t, h.o.up.clients, gen.srv.URL)
+	h.pool.Sync(h.members[:1]) // the gen worker leaves
+	require.NotContains(t, h.o.up.clients, gen.srv.URL)
+	require.Len(t, h.o.up.clients, 1, "the ctx worker's stays")
+}

@@ -83,6 +83,8 @@ func New(o Options) (*Orchestrator, error) {
 	if err != nil {
 		return nil, err
 	}
+	pool := o.Router.Pool()
+	pool.OnMembershipChange(func() { up.keep(pool.All()) })
 	return &Orchestrator{cfg: o.Config, lens: o.Config.modelLens(), adapter: adapter, router: o.Router, tok: o.Tokenizer, up: up,
 		metrics: m, log: o.Log, access: o.AccessLog, now: o.Now, rand: o.Rand, queue: o.Queue, tracer: o.Tracer,
 		drainWait: defaultDrainWait}, nil

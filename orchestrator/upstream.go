@@ -63,6 +63,25 @@ func (u *upstream) client(base string) (*fasthttp.HostClient, error) {
 	return hc, nil
 }
 
+// keep drops the pooled clients of workers that are not in eps, closing
+// their idle connections (calls in flight keep their client until they
+// end), so that a fleet that churns through workers does not grow the map
+// without bound.
+func (u *upstream) keep(eps []*router.Endpoint) {
+	live := make(map[string]bool, len(eps))
+	for _, ep := range eps {
+		live[ep.URL] = true
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	for base, hc := range u.clients {
+		if !live[base] {
+			hc.CloseIdleConnections()
+			delete(u.clients, base)
+		}
+	}
+}
+
 // conns counts the open connections to every worker, idle or in use.
 func (u *upstream) conns() int {
 	u.mu.Lock()

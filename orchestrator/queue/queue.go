@@ -58,7 +58,10 @@ type Queue struct {
 	boost   *boostTable
 	usage   *usageTable // nil unless fairness: user
 	samples map[*router.Endpoint]sample
-	seq     uint64
+	// scrapeFailed names the workers with a scrape-error series, pruned
+	// when they leave the pool.
+	scrapeFailed map[string]bool
+	seq          uint64
 }
 
 // New validates cfg and builds a Queue over pool. With cfg.Enabled false the
@@ -72,7 +75,8 @@ func New(cfg Config, pool *router.Pool, opts Options) (*Queue, error) {
 	}
 	q := &Queue{cfg: cfg, pool: pool, role: opts.Role, workers: opts.Workers, client: opts.HTTPClient,
 		log: opts.Log, now: opts.Now, keys: map[string]*keyState{},
-		boost: newBoostTable(cfg.SessionBoostTTL, cfg.BoostSessions), samples: map[*router.Endpoint]sample{}}
+		boost: newBoostTable(cfg.SessionBoostTTL, cfg.BoostSessions), samples: map[*router.Endpoint]sample{},
+		scrapeFailed: map[string]bool{}}
 	if q.role == "" {
 		q.role = disagg.RoleGeneration
 	}

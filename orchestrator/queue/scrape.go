@@ -66,6 +66,25 @@ func (q *Queue) scrape(ctx context.Context) {
 			delete(q.samples, ep)
 		}
 	}
+	q.forgetRemovedLocked(eps, got)
+}
+
+// forgetRemovedLocked notes the workers of eps whose scrape failed (got
+// has no sample for them) and drops the scrape-error series of the
+// workers no longer in the pool, so that a fleet that churns through
+// workers does not grow the metric without bound. q.mu must be held.
+func (q *Queue) forgetRemovedLocked(eps []*router.Endpoint, got []*sample) {
+	for i, ep := range eps {
+		if got[i] == nil {
+			q.scrapeFailed[ep.ID] = true
+		}
+	}
+	for id := range q.scrapeFailed {
+		if q.pool.Get(id) == nil {
+			q.metrics.scrapeErrors.DeleteLabelValues(id)
+			delete(q.scrapeFailed, id)
+		}
+	}
 }
 
 // fetch GETs ep's /metrics and returns the waiting gauge.

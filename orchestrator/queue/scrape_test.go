@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/duet-serve/duet/router"
 	"github.com/stretchr/testify/require"
 )
 
@@ -175,4 +176,30 @@ func TestRunLoop(t *testing.T) {
 	r.slot.Release(false)
 	cancel()
 	<-done
+}
+
+func TestScrapeErrorsOfARemovedWorkerAreForgotten(t *testing.T) {
+	ctx := context.Background()
+	h, ws := scrapeHarness(t, 2)
+	ws[0].set(3, http.StatusInternalServerError)
+	h.q.round(ctx)
+	gen0 := map[string]string{"worker": "gen-0"}
+	require.Equal(t, 1.0, metricValue(t, h.reg, "duet_queue_scrape_errors_total", gen0))
+	var rest []router.Member
+	for _, ep := range h.q.pool.All() {
+		if ep.ID != "gen-0" {
+			rest = append(rest, router.Member{ID: ep.ID, URL: ep.URL, Role: ep.Role, Healthy: true})
+		}
+	}
+	h.q.pool.Sync(rest)
+	h.q.round(ctx)
+	mfs, err := h.reg.Gather()
+	require.NoError(t, err)
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				require.False(t, l.GetName() == "worker" && l.GetValue() == "gen-0", "%s still has a gen-0 series", mf.GetName())
+			}
+		}
+	}
 }

@@ -1,8 +1,9 @@
 // Package orchestrator is duet's request pipeline: it validates a client
 // request, finds its session key, tokenizes it, routes it to a (ctx, gen)
 // worker pair, runs the context phase and the generation phase through a
-// protocol adapter, relays the answer, retries worker failures, and refunds
-// every lease on every path. It owns the upstream HTTP client, duet's
+// protocol adapter, relays the answer, retries worker failures, continues
+// a stream whose gen worker failed on another one, and refunds every lease
+// on every path. It owns the upstream HTTP client, duet's
 // Prometheus metrics and the access log.
 //
 // The frontend (orchestrator/frontend) turns a Response into HTTP; nothing
@@ -10,10 +11,12 @@
 // streaming Response relays into.
 //
 // Concurrency: an Orchestrator is safe for concurrent use. Handle runs on
-// the caller's goroutine. A streaming generation starts one reader
-// goroutine for the upstream stream when it opens (during Handle); the
-// Response's Relay or Close joins it. A timed-out upstream call leaves one
-// goroutine that ends when the call does (bounded by the stream's total
-// timeout) and releases its response. An SGLang prefill leg runs in a
-// goroutine bounded by context_timeout; Close joins them all.
+// the caller's goroutine, and so does every upstream call: each runs on a
+// pooled connection with deadlines, which the request's cancellation or
+// its worker being found down closes (exchange.go), so no call leaves a
+// goroutine behind. A streaming generation starts one reader goroutine per
+// upstream stream (one per leg when the stream migrates to another worker,
+// migrate.go); the Response's Relay or Close joins it. An SGLang prefill
+// leg runs in a goroutine bounded by context_timeout; Close joins them
+// all.
 package orchestrator

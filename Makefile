@@ -45,7 +45,7 @@ tests/reference/node_modules/.package-lock.json: tests/reference/package-lock.js
 # SOAK_REQUESTS, SOAK_CONCURRENCY, SOAK_KILL_EVERY, SOAK_VANISH, SOAK_LORIS,
 # SOAK_LORIS_WINDOW, SOAK_STREAMS, SOAK_STREAM_ITL, SOAK_FAULT_REQUESTS.
 .PHONY: soak
-soak: ## chaos and soak suite on a simulated fleet, ~6 min, prints a summary table (not in make test)
+soak: ## chaos and soak suite on a simulated fleet, ~17 min, prints a summary table (not in make test)
 	$(GO) test -tags soak -count=1 -timeout 60m -run TestSoak -v ./tests/
 
 .PHONY: bench

@@ -83,7 +83,7 @@ func newMetrics(reg prometheus.Registerer, r *router.Router, up *upstream) (*met
 		retries: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "duet_retries_total",
 			Help: "Attempts retried after a worker failure, by failed phase (generation-only: the same handle on another gen worker)."}, []string{"phase"}),
 		migrations: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "duet_migrations_total",
-			Help: "Generations whose gen worker failed mid-stream, by failure (died, worker_down, stalled, error_event, aborted, garbled) and outcome: migrated, failed (no worker could continue it), or why it was not tried (limit, n, logprobs, seed, structured_output, tool_calls, reasoning, batch, at_limit, unparsable)."},
+			Help: "Generations whose gen worker failed mid-stream, by failure (died, worker_down, stalled, error_event, aborted, garbled) and outcome: migrated, failed (no worker could continue it), or why it was not tried (off, limit, n, logprobs, seed, structured_output, tool_calls, reasoning, batch, at_limit, unparsable)."},
 			[]string{"reason", "outcome"}),
 		events: prometheus.NewCounter(prometheus.CounterOpts{Name: "duet_relayed_events_total",
 			Help: "SSE events relayed from gen workers to clients."}),

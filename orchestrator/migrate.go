@@ -43,6 +43,7 @@ const (
 	outcomeMigrated = "migrated"
 	outcomeFailed   = "failed" // no worker could continue it
 	outcomeLimit    = "limit"  // max_migrations reached
+	outcomeOff      = "off"    // max_migrations is 0
 )
 
 // errWorkerEvent marks a worker's error event that was not relayed
@@ -107,13 +108,17 @@ func (rl *relay) newAnswer() {
 // then still the relay's, unless it was closed).
 func (rl *relay) migrate(w *bufio.Writer, why string, cause error) bool {
 	f, a := rl.f, rl.answer
-	if a == nil || rl.finished || f.ctx.Err() != nil {
+	if rl.finished || f.ctx.Err() != nil {
 		return false
 	}
 	if st := rl.leg.st; st != nil && st.foundDown() {
 		why = failWorkerDown
 	}
 	o := f.o
+	if a == nil { // max_migrations 0: counted, never tried
+		o.metrics.migrations.WithLabelValues(why, outcomeOff).Inc()
+		return false
+	}
 	cont, refused := rl.plan()
 	if cont == nil {
 		o.metrics.migrations.WithLabelValues(why, refused).Inc()

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/duet-serve/duet/tokenizer"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 )
 
@@ -279,4 +280,15 @@ func TestMigrationReportedOnlyWhenAsked(t *testing.T) {
 		require.ElementsMatch(t, []string{"gen-0", "gen-1"}, []string{r.From, r.To})
 		require.Less(t, i, strings.Index(out, `" two"`), "before the continuation")
 	}
+}
+
+func TestMigrationOffIsCounted(t *testing.T) {
+	cfg := testConfig()
+	cfg.MaxMigrations = 0
+	d := &firstDies{first: chatLeg("A", 1, []string{" a"}, false), then: chatLeg("B", 2, []string{" b"}, true)}
+	h := newHarness(t, cfg, []*fakeWorker{newFakeWorker(t, ctxOK)}, d.gens(t, 2))
+	_, out := h.run(testChatBody(true, ""), nil)
+	require.Contains(t, out, "without [DONE] or a finish_reason")
+	require.Empty(t, d.later)
+	require.Equal(t, 1.0, testutil.ToFloat64(h.o.metrics.migrations.WithLabelValues(failDied, outcomeOff)))
 }

@@ -20,6 +20,8 @@ type soakOptions struct {
 	simArgs    []string // `duet sim` flags for every worker, after the suite's
 	ctxArgs    []string // flags for the context workers only
 	server     string   // extra server keys, as YAML flow-mapping entries
+	// orchestrator holds extra orchestrator keys, one "key: value" each.
+	orchestrator []string
 	// limit is duet's context_timeout, first_event_timeout and
 	// stream_idle_timeout (default 10s); total its stream_total_timeout
 	// (default 5m).
@@ -53,6 +55,10 @@ func startSoak(t *testing.T, o soakOptions) *soakDuet {
 	ctxBase, genBase := freePortRun(t, o.nCtx), freePortRun(t, o.nGen)
 	ctxSide, genSide := freePortRun(t, o.nCtx), freePortRun(t, o.nGen)
 	args := append(append([]string(nil), soakSimArgs...), o.simArgs...)
+	orch := ""
+	for _, kv := range o.orchestrator {
+		orch += "\n  " + kv
+	}
 	cfg := fmt.Sprintf(`
 log: {level: warn}
 server: {host: 127.0.0.1, port: %d%s}
@@ -62,11 +68,11 @@ orchestrator:
   first_event_timeout: %[3]s
   stream_idle_timeout: %[3]s
   stream_total_timeout: %[4]s
-  max_conns_per_worker: 8192
+  max_conns_per_worker: 8192%[14]s
 router: {policy: conversation}
 queue: {enabled: true, inflight_per_worker: 4096, max_queue_length: 8192, max_wait: 60s}
 fleet:
-  run_dir: %s
+  run_dir: %[5]s
   health_interval: 200ms
   unhealthy_threshold: 5
   health_timeout: 5s
@@ -88,7 +94,7 @@ fleet:
     args: [%s]
     restart: {attempts: 100000, interval: 60s, delay: 200ms, max_delay: 1s}
 `, port, o.server, o.limit, o.total, t.TempDir(), o.nCtx, ctxBase, ctxSide, yamlList(append(args, o.ctxArgs...)),
-		o.nGen, genBase, genSide, yamlList(args))
+		o.nGen, genBase, genSide, yamlList(args), orch)
 	p := startDuet(t, "serve", "--config", writeFile(t, "duet.yaml", cfg))
 	d := &soakDuet{deployment: &deployment{url: fmt.Sprintf("http://127.0.0.1:%d", port), proc: p}, pid: p.cmd.Process.Pid}
 	d.client = newSoakClient(d.url)

@@ -3,6 +3,7 @@
 package tests
 
 import (
+	"context"
 	"math/rand/v2"
 	"sync"
 	"testing"
@@ -23,44 +24,14 @@ func soakKill(t *testing.T, row *soakRow) {
 	const maxTokens = 100
 	d := startSoak(t, soakOptions{simArgs: []string{"--itl-base", "50ms"}})
 
-	stop := make(chan struct{})
-	var killer sync.WaitGroup
-	kills := map[string]int{}
-	killer.Add(1)
-	go func() { // the only writer of kills until joined
-		defer killer.Done()
-		rng := rand.New(rand.NewPCG(12, 4))
-		for {
-			select {
-			case <-stop:
-				return
-			case <-time.After(every + time.Duration(rng.Int64N(int64(time.Second)))):
-			}
-			c, err := d.clusterInfo()
-			if err != nil {
-				continue
-			}
-			var live []fleetWorker
-			for _, w := range c.Fleet {
-				if w.State == "up" && w.PID > 0 {
-					live = append(live, w)
-				}
-			}
-			if len(live) == 0 {
-				continue
-			}
-			w := live[rng.IntN(len(live))]
-			if killWorker(w) == nil {
-				kills[w.Role]++
-			}
-		}
-	}()
+	ctx, stop := context.WithCancel(context.Background())
+	k := startKiller(ctx, d, every, time.Second, rand.New(rand.NewPCG(12, 4)))
 	var tl tally
 	runPool(n, conc, func(i int) {
 		tl.add(d.client.chat(i, true, maxTokens, 2*time.Minute))
 	})
-	close(stop)
-	killer.Wait()
+	stop()
+	kills := k.wait()
 
 	healed := d.requireHealed(t, time.Minute)
 	restarts := 0
@@ -78,4 +49,69 @@ func soakKill(t *testing.T, row *soakRow) {
 	d.finish(t, row, &tl)
 	require.Positive(t, kills["context"]+kills["generation"])
 	require.Equal(t, int64(finalBatch), final.counts[outFull].Load(), "after healing: %s", final.summary())
+}
+
+// killer SIGKILLs a random live worker of a soak fleet, again and again,
+// from its own goroutine until its context ends.
+type killer struct {
+	done sync.WaitGroup
+	// kills counts the SIGKILLs by role; written by the killer's goroutine
+	// only, read after wait.
+	kills map[string]int
+}
+
+// startKiller starts killing: every period plus a random part of jitter
+// (0: none), drawn from rng, it SIGKILLs a random live worker of d. It
+// stops when ctx ends; wait joins it. rng is the killer's alone.
+func startKiller(ctx context.Context, d *soakDuet, every, jitter time.Duration, rng *rand.Rand) *killer {
+	k := &killer{kills: map[string]int{}}
+	k.done.Add(1)
+	go func() {
+		defer k.done.Done()
+		for {
+			wait := every
+			if jitter > 0 {
+				wait += time.Duration(rng.Int64N(int64(jitter)))
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(wait):
+			}
+			if role, ok := killOne(d, rng); ok {
+				k.kills[role]++
+			}
+		}
+	}()
+	return k
+}
+
+// wait joins the killer, whose context must be ended, and returns its
+// kills by role ("context", "generation").
+func (k *killer) wait() map[string]int {
+	k.done.Wait()
+	return k.kills
+}
+
+// killOne SIGKILLs a worker of d picked with rng among those up, and
+// returns its role; false when none was up or the kill failed.
+func killOne(d *soakDuet, rng *rand.Rand) (role string, ok bool) {
+	c, err := d.clusterInfo()
+	if err != nil {
+		return "", false
+	}
+	var live []fleetWorker
+	for _, w := range c.Fleet {
+		if w.State == "up" && w.PID > 0 {
+			live = append(live, w)
+		}
+	}
+	if len(live) == 0 {
+		return "", false
+	}
+	w := live[rng.IntN(len(live))]
+	if killWorker(w) != nil {
+		return "", false
+	}
+	return w.Role, true
 }

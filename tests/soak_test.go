@@ -34,6 +34,7 @@ func TestSoak(t *testing.T) {
 		{"slow-loris", soakLoris},
 		{"concurrent-streams", soakStreams},
 		{"faulty-workers", soakFaults},
+		{"chaos-bench", soakChaos},
 	}
 	var rows []*soakRow
 	start := time.Now()

@@ -43,7 +43,9 @@ tests/reference/node_modules/.package-lock.json: tests/reference/package-lock.js
 # not part of make test. It runs without -race: its 5,000 concurrent streams
 # exceed the race detector's limit of 8128 goroutines per process. Sizes:
 # SOAK_REQUESTS, SOAK_CONCURRENCY, SOAK_KILL_EVERY, SOAK_VANISH, SOAK_LORIS,
-# SOAK_LORIS_WINDOW, SOAK_STREAMS, SOAK_STREAM_ITL, SOAK_FAULT_REQUESTS.
+# SOAK_LORIS_WINDOW, SOAK_STREAMS, SOAK_STREAM_ITL, SOAK_FAULT_REQUESTS,
+# SOAK_CHAOS_DURATION, SOAK_CHAOS_KILL_EVERY, SOAK_CHAOS_MIGRATIONS,
+# SOAK_CHAOS_CONCURRENCY.
 .PHONY: soak
 soak: ## chaos and soak suite on a simulated fleet, ~17 min, prints a summary table (not in make test)
 	$(GO) test -tags soak -count=1 -timeout 60m -run TestSoak -v ./tests/

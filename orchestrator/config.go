@@ -58,11 +58,16 @@ type Config struct {
 	// MaxSessionIDLength bounds a session id (default 256 bytes).
 	MaxSessionIDLength int `mapstructure:"max_session_id_length" help:"longest accepted session id, bytes"`
 	// MaxModelLen is a model's context length: prompt plus output tokens
-	// (default 131072, like vLLM's max_model_len). A request beyond it is a
-	// 400 before any worker is called.
-	MaxModelLen int `mapstructure:"max_model_len" help:"context length (prompt + output tokens) of every model"`
+	// (default 131072, like vLLM's max_model_len). Workers that report
+	// their own (vLLM and SGLang in GET /v1/models, and sim workers
+	// speaking their protocols) lower it: a request must fit the smallest
+	// context length the available workers reported, when that is smaller.
+	// A request beyond the limit is a 400, naming the limit that applied,
+	// before any worker is called.
+	MaxModelLen int `mapstructure:"max_model_len" help:"context length (prompt + output tokens) of every model; the workers' own, when they report a smaller one"`
 	// MaxModelLenByModel overrides MaxModelLen per model, as "MODEL=LEN"
-	// entries (a list, since model names may hold dots).
+	// entries (a list, since model names may hold dots); the workers'
+	// reported context length lowers these too.
 	MaxModelLenByModel []string `mapstructure:"max_model_len_by_model" help:"per-model context lengths, MODEL=LEN entries"`
 }
 

@@ -256,24 +256,60 @@ func checkStreamAndMinTokens(stream bool, so *openai.StreamOptions, minTokens *i
 	return nil
 }
 
+// contextLimit is the context length a request must fit in, prompt plus
+// output tokens, and whose it is.
+type contextLimit struct {
+	tokens int
+	// workers: the smallest the available workers reported, below the
+	// configured one; else the configured one.
+	workers bool
+}
+
+// contextLen returns the context length of model: the configured one
+// (max_model_len, max_model_len_by_model) or, when smaller, the smallest
+// the available workers reported, since a request must fit every worker
+// that may serve a phase of it.
+func (o *Orchestrator) contextLen(model string) contextLimit {
+	n := o.lens.of(model)
+	if w := o.router.Pool().MaxModelLen(); w > 0 && w < n {
+		return contextLimit{tokens: w, workers: true}
+	}
+	return contextLimit{tokens: n}
+}
+
+// String names the limit and its owner, for error messages.
+func (l contextLimit) String() string {
+	if l.workers {
+		return fmt.Sprintf("the workers' context length is %d tokens", l.tokens)
+	}
+	return fmt.Sprintf("this model's maximum context length is %d tokens", l.tokens)
+}
+
+// key names the limit as a setting, for error messages.
+func (l contextLimit) key() string {
+	if l.workers {
+		return fmt.Sprintf("the workers' context length (%d)", l.tokens)
+	}
+	return fmt.Sprintf("max_model_len (%d)", l.tokens)
+}
+
 // fill completes req once its prompt is tokenized, checking the context
 // length as vLLM does (serving_engine.py _validate_input): the prompt alone
-// and the prompt plus the output limit must fit in the model's
-// max_model_len. Without an output limit the default is capped to what is
-// left of the context.
+// and the prompt plus the output limit must fit in the model's context
+// length (contextLimit). Without an output limit the default is capped to
+// what is left of the context.
 func (o *Orchestrator) fill(req *Request, model string, stream bool, so *openai.StreamOptions, limit int, limitKey, promptKey string) error {
 	req.Model, req.Stream = model, stream
 	req.IncludeUsage = stream && so != nil && so.IncludeUsage
-	maxLen, prompt := o.lens.of(model), len(req.Tokens)
+	maxLen, prompt := o.contextLen(model), len(req.Tokens)
 	switch {
-	case prompt >= maxLen:
-		return badRequest(promptKey, "this model's maximum context length is %d tokens; the prompt has %d tokens, leaving no room for output",
-			maxLen, prompt)
-	case limit > maxLen-prompt:
-		return badRequest(limitKey, "this model's maximum context length is %d tokens; you requested %d tokens (%d in the prompt, %d in %s)",
+	case prompt >= maxLen.tokens:
+		return badRequest(promptKey, "%s; the prompt has %d tokens, leaving no room for output", maxLen, prompt)
+	case limit > maxLen.tokens-prompt:
+		return badRequest(limitKey, "%s; you requested %d tokens (%d in the prompt, %d in %s)",
 			maxLen, prompt+limit, prompt, limit, limitKey)
 	case limit == 0:
-		req.MaxTokens = min(o.cfg.DefaultMaxTokens, maxLen-prompt)
+		req.MaxTokens = min(o.cfg.DefaultMaxTokens, maxLen.tokens-prompt)
 	default:
 		req.MaxTokens = limit
 	}
@@ -283,8 +319,11 @@ func (o *Orchestrator) fill(req *Request, model string, stream bool, so *openai.
 // checkLimit rejects an output limit above the model's context length
 // before the prompt is tokenized.
 func (o *Orchestrator) checkLimit(model string, limit *int, key string) error {
-	if maxLen := o.lens.of(model); limit != nil && *limit > maxLen {
-		return badRequest(key, "%s must be <= max_model_len (%d), got %d", key, maxLen, *limit)
+	if limit == nil {
+		return nil
+	}
+	if maxLen := o.contextLen(model); *limit > maxLen.tokens {
+		return badRequest(key, "%s must be <= %s, got %d", key, maxLen.key(), *limit)
 	}
 	return nil
 }
@@ -305,8 +344,9 @@ func (o *Orchestrator) checkCommon(model string, n, maxTokens, minTokens *int, m
 		return badRequest(maxKey, "%s must be >= 1, got %d", maxKey, *maxTokens)
 	case minTokens != nil && *minTokens < 0:
 		return badRequest("min_tokens", "min_tokens must be >= 0, got %d", *minTokens)
-	case minTokens != nil && *minTokens > o.lens.of(model):
-		return badRequest("min_tokens", "min_tokens must be <= max_model_len (%d), got %d", o.lens.of(model), *minTokens)
+	}
+	if err := o.checkLimit(model, minTokens, "min_tokens"); err != nil {
+		return err
 	}
 	return o.checkLimit(model, maxTokens, maxKey)
 }

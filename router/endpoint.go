@@ -32,16 +32,19 @@ type Endpoint struct {
 
 	healthy  atomic.Bool
 	draining atomic.Bool
-	inFlight inFlight // the connections of its calls in flight (down.go)
-	load     atomic.Int64               // token-weighted load of this replica's live leases
-	remote   atomic.Int64               // the other duet replicas' load, as the shared store last said
-	inflight atomic.Int64               // live leases
+	inFlight inFlight     // the connections of its calls in flight (down.go)
+	load     atomic.Int64 // token-weighted load of this replica's live leases
+	remote   atomic.Int64 // the other duet replicas' load, as the shared store last said
+	inflight atomic.Int64 // live leases
 	// kvCacheTokens is the KV cache the worker reported, in tokens; 0:
 	// none reported.
 	kvCacheTokens atomic.Int64
 	// kvBlockSize is the KV block size the worker reported, in tokens; 0:
 	// none reported.
 	kvBlockSize atomic.Int64
+	// maxModelLen is the context length the worker reported, in tokens;
+	// 0: none reported.
+	maxModelLen atomic.Int64
 	// cache is what the router knows of the worker's KV cache (Router.Cache
 	// makes it).
 	cache atomic.Pointer[kvindex.Cache]
@@ -93,6 +96,11 @@ func (e *Endpoint) KVCacheTokens() int64 { return e.kvCacheTokens.Load() }
 // KVBlockSize returns the KV block size the worker reported, in tokens (0:
 // none reported); Pool.Sync sets it.
 func (e *Endpoint) KVBlockSize() int { return int(e.kvBlockSize.Load()) }
+
+// MaxModelLen returns the context length the worker reported, in tokens
+// (prompt plus output; 0: none reported). The fleet reads it from the
+// engine when the worker comes up; Pool.Sync sets it.
+func (e *Endpoint) MaxModelLen() int { return int(e.maxModelLen.Load()) }
 
 // Draining reports whether the worker takes no new work (it finishes what it
 // has).

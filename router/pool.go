@@ -25,6 +25,9 @@ type Member struct {
 	// KVBlockSize is the KV block size in tokens the worker reported; 0:
 	// none reported.
 	KVBlockSize int
+	// MaxModelLen is the context length the worker reported, in tokens
+	// (prompt plus output); 0: none reported.
+	MaxModelLen int
 	// KVEvents is where the worker publishes its KV cache events, and
 	// KVEventsReplay its replay socket; "" when none.
 	KVEvents, KVEventsReplay string
@@ -91,6 +94,7 @@ func (p *Pool) Sync(members []Member) bool {
 		}
 		ep.kvCacheTokens.Store(m.KVCacheTokens)
 		ep.kvBlockSize.Store(int64(m.KVBlockSize))
+		ep.maxModelLen.Store(int64(m.MaxModelLen))
 		next.byID[m.ID] = ep
 		next.all = append(next.all, ep)
 	}
@@ -139,6 +143,20 @@ func (p *Pool) Available(role disagg.Role) []*Endpoint {
 		}
 	}
 	return out
+}
+
+// MaxModelLen returns the smallest context length, in tokens, that the
+// available workers (of any role) reported; 0 when none reported one. It
+// takes no lock and allocates nothing: it reads the endpoints' atomics
+// from the current snapshot, so it is cheap enough for every request.
+func (p *Pool) MaxModelLen() int {
+	n := 0
+	for _, ep := range p.snapshot.Load().all {
+		if l := ep.MaxModelLen(); l > 0 && (n == 0 || l < n) && ep.Available() {
+			n = l
+		}
+	}
+	return n
 }
 
 // serves reports whether a worker of role have serves the phase want.

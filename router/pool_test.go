@@ -1,6 +1,7 @@
 package router
 
 import (
+	"fmt"
 	"sync"
 	"testing"
 
@@ -102,4 +103,48 @@ func TestLeaseReleasedExactlyOnce(t *testing.T) {
 func TestEndpointHostParsedOnce(t *testing.T) {
 	require.Equal(t, "10.0.0.7", NewEndpoint("w", "http://10.0.0.7:8100", disagg.RoleContext).Host)
 	require.Equal(t, "", NewEndpoint("w", "::bad", disagg.RoleContext).Host)
+}
+
+// The fleet's context length is the smallest the available workers
+// reported, whatever their role; a worker that reported none, is down or
+// drains does not count.
+func TestPoolMaxModelLen(t *testing.T) {
+	p := NewPool()
+	p.Sync(members())
+	require.Zero(t, p.MaxModelLen(), "none reported")
+
+	m := members()
+	m[0].MaxModelLen, m[1].MaxModelLen = 8192, 4096
+	p.Sync(m)
+	require.Equal(t, 4096, p.MaxModelLen(), "the gen worker's, the smaller")
+	require.Equal(t, 4096, p.Get("gen-0").MaxModelLen())
+	require.Zero(t, p.Get("mix-0").MaxModelLen())
+
+	p.Get("gen-0").SetDraining(true)
+	require.Equal(t, 8192, p.MaxModelLen(), "a draining worker takes no new request")
+	p.Get("gen-0").SetDraining(false)
+	m[1].Healthy = false
+	p.Sync(m)
+	require.Equal(t, 8192, p.MaxModelLen(), "a down worker takes no request")
+	m[0].MaxModelLen = 0 // its process was replaced: not read yet
+	p.Sync(m)
+	require.Zero(t, p.MaxModelLen())
+}
+
+// BenchmarkPoolMaxModelLen is the per-request cost of the workers' context
+// length over a fleet of 64 workers.
+func BenchmarkPoolMaxModelLen(b *testing.B) {
+	p := NewPool()
+	var ms []Member
+	for i := range 64 {
+		ms = append(ms, Member{ID: fmt.Sprintf("w-%02d", i), URL: fmt.Sprintf("http://w:%d", i), Role: disagg.RoleMixed,
+			Healthy: true, MaxModelLen: 4096 + i})
+	}
+	p.Sync(ms)
+	b.ReportAllocs()
+	for b.Loop() {
+		if p.MaxModelLen() != 4096 {
+			b.Fatal("wrong length")
+		}
+	}
 }

@@ -24,7 +24,10 @@
 //     urls, and health-checked by the same loop under the same rules; a
 //     removed worker of the plan is reported Removed and keeps running.
 //   - Snapshot and Subscribe tell the router which workers are members and
-//     up. The package knows nothing about routing: cmd connects the two.
+//     up, and what each one's engine reported of itself once its process
+//     was up (KV cache size, context length; Options.CacheSize says how to
+//     read them). The package knows nothing about routing: cmd connects the
+//     two.
 //   - Stop sends SIGTERM to every process group, SIGKILL after the grace
 //     period. On Linux a worker also gets SIGKILL from the kernel if duet
 //     dies (Pdeathsig), so no worker outlives duet.

@@ -58,14 +58,11 @@ type worker struct {
 	fails    int  // consecutive failed health checks
 	gen      int  // process generation, incremented on each start; stale probe results are dropped
 	probing  bool // the health loop checks this worker
-	// kvCacheTokens is the KV cache size the process reported (0: not
-	// yet, or never); sizeTries counts the reads of it. Both reset with
-	// each start.
-	kvCacheTokens int64
-	// kvBlockSize is the KV block size it reported (0: none), read with
-	// kvCacheTokens.
-	kvBlockSize int
-	sizeTries   int
+	// reported is what the process's engine reported of itself (KV cache
+	// size, context length); reportTries counts the reads of it. Both reset
+	// when the process may have been replaced (resetReportsLocked).
+	reported    reports
+	reportTries int
 	removed     bool // a plan worker taken out of the membership by RemoveWorker
 }
 
@@ -129,8 +126,9 @@ func (f *Fleet) Snapshot() []Worker {
 			Since:          w.since,
 			Restarts:       w.restarts,
 			LastError:      w.lastErr,
-			KVCacheTokens:  w.kvCacheTokens,
-			KVBlockSize:    w.kvBlockSize,
+			KVCacheTokens:  w.reported.kvCacheTokens,
+			KVBlockSize:    w.reported.kvBlockSize,
+			MaxModelLen:    w.reported.maxModelLen,
 			KVEvents:       w.spec.KVEvents,
 			KVEventsReplay: w.spec.KVEventsReplay,
 		}
@@ -179,6 +177,10 @@ func (f *Fleet) setState(w *worker, state State, errText string, update func()) 
 	}
 	f.setStateLocked(w, state, errText)
 }
+
+// resetReportsLocked forgets what w's engine reported, to read it again
+// from the process that comes up next; f.mu is held.
+func (w *worker) resetReportsLocked() { w.reported, w.reportTries = reports{}, 0 }
 
 // random returns a uniform number in [0, 1) for restart jitter.
 func (f *Fleet) random() float64 {

@@ -84,26 +84,26 @@ func (f *Fleet) healthLoop(ctx context.Context) {
 // checkHealth runs one round of health checks, in parallel, over the
 // workers being watched: managed workers that passed their start-up check
 // and whose process still runs, and external workers (listed in urls or
-// added by AddWorker), each at its pool's health_path. A success marks a
-// down worker up; UnhealthyThreshold failures in a row mark an up worker
-// down and ask its supervisor to restart it. Results for a process that was
-// replaced meanwhile, and rounds cut short by ctx, are discarded.
+// added by AddWorker), each at its pool's health_path. A success reads
+// what the worker's engine has not reported yet (missingReportsLocked) and
+// marks a down worker up; UnhealthyThreshold failures in a row mark an up
+// worker down and ask its supervisor to restart it. Results for a process
+// that was replaced meanwhile, and rounds cut short by ctx, are discarded.
 func (f *Fleet) checkHealth(ctx context.Context) {
 	type target struct {
-		w        *worker
-		gen      int
-		wantSize bool // read the cache size after a passing check
+		w    *worker
+		gen  int
+		want reportSet // the reports to read after a passing check
 	}
 	type result struct {
 		err     error
-		size    cacheSize
-		sizeErr error
+		reports readResult
 	}
 	var targets []target
 	f.mu.Lock()
 	for _, w := range f.workers {
 		if w.probing {
-			targets = append(targets, target{w, w.gen, f.wantsCacheSizeLocked(w)})
+			targets = append(targets, target{w, w.gen, f.missingReportsLocked(w)})
 		}
 	}
 	f.mu.Unlock()
@@ -115,8 +115,8 @@ func (f *Fleet) checkHealth(ctx context.Context) {
 			defer wg.Done()
 			r := &results[i]
 			r.err = f.probe.check(ctx, t.w.spec.URL+t.w.spec.HealthPath) // spec is immutable
-			if r.err == nil && t.wantSize {
-				r.size, r.sizeErr = f.readCacheSize(ctx, &t.w.spec)
+			if r.err == nil {
+				r.reports = f.readReports(ctx, &t.w.spec, t.want)
 			}
 		}()
 	}
@@ -131,8 +131,8 @@ func (f *Fleet) checkHealth(ctx context.Context) {
 			continue
 		}
 		r := results[i]
-		if r.err == nil && t.wantSize {
-			f.recordCacheSizeLocked(t.w, r.size, r.sizeErr)
+		if r.err == nil {
+			f.recordReportsLocked(t.w, t.want, r.reports)
 		}
 		f.applyProbeLocked(t.w, r.err)
 	}
@@ -151,7 +151,7 @@ func (f *Fleet) applyProbeLocked(w *worker, err error) {
 	msg := fmt.Sprintf("health check failed %d times in a row: %v", w.fails, err)
 	switch {
 	case w.state == StateUp && w.fails >= f.cfg.UnhealthyThreshold:
-		w.kvCacheTokens, w.kvBlockSize, w.sizeTries = 0, 0, 0 // read again when it is back: it may come back as another process
+		w.resetReportsLocked() // read again when it is back: it may come back as another process
 		f.setStateLocked(w, StateDown, msg)
 		if !w.spec.External {
 			select {

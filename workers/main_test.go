@@ -52,6 +52,7 @@ func fakeWorker(args []string) int {
 	ignoreTerm := fs.Bool("ignore-term", false, "ignore SIGTERM")
 	childPIDFile := fs.String("child-pid-file", "", "start a sleeping child and write its pid here")
 	cacheSize := fs.Int("cache-size", 0, "answer GET /cache-size with this number (0: 404)")
+	modelsFile := fs.String("models-file", "", "answer GET /v1/models with this file, read at each request (empty: 404)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -103,6 +104,14 @@ func fakeWorker(args []string) int {
 			return
 		}
 		fmt.Fprint(w, *cacheSize)
+	})
+	mux.HandleFunc("/v1/models", func(w http.ResponseWriter, r *http.Request) {
+		b, err := os.ReadFile(*modelsFile)
+		if *modelsFile == "" || err != nil {
+			http.NotFound(w, r)
+			return
+		}
+		_, _ = w.Write(b)
 	})
 	err := http.ListenAndServe(net.JoinHostPort(*host, strconv.Itoa(*port)), mux)
 	fmt.Fprintln(os.Stderr, err)

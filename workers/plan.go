@@ -38,9 +38,10 @@ type Options struct {
 	// Rand is the source of restart jitter; the fleet serialises its use.
 	// Nil: a randomly seeded source.
 	Rand *rand.Rand
-	// CacheSize says how to read the KV cache size of a worker of the given
-	// engine, read once the worker is up (Worker.KVCacheTokens); a zero
-	// reader reads none. Nil: no size is read.
+	// CacheSize says how to read the KV cache size and the context length
+	// of a worker of the given engine, read once the worker is up
+	// (Worker.KVCacheTokens, Worker.MaxModelLen); a zero reader reads
+	// neither. Nil: nothing is read.
 	CacheSize func(engine string) CacheSizeReader
 	// LookupEnv reads the parent's environment for the default GPU list
 	// (CUDA_VISIBLE_DEVICES). Nil: os.LookupEnv.

@@ -172,10 +172,10 @@ func (f *Fleet) abort(procs []*proc) {
 // checkExternal probes a pre-launched worker once and starts watching it.
 func (f *Fleet) checkExternal(ctx context.Context, w *worker) {
 	err := f.probe.check(ctx, w.spec.URL+w.spec.HealthPath)
-	var size cacheSize
-	var sizeErr error
+	want := f.reportsOf(w.spec.Engine)
+	var res readResult
 	if err == nil {
-		size, sizeErr = f.readCacheSize(ctx, &w.spec)
+		res = f.readReports(ctx, &w.spec, want)
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -185,7 +185,7 @@ func (f *Fleet) checkExternal(ctx context.Context, w *worker) {
 		f.setStateLocked(w, StateDown, fmt.Sprintf("health check failed: %v", err))
 		return
 	}
-	f.recordCacheSizeLocked(w, size, sizeErr)
+	f.recordReportsLocked(w, want, res)
 	f.setStateLocked(w, StateUp, "")
 }
 
@@ -203,7 +203,7 @@ func (f *Fleet) launch(ctx context.Context, w *worker, fresh bool) (*proc, error
 	f.setState(w, StateStarting, "", func() {
 		w.gen++
 		w.pid, w.fails, w.probing = p.pid, 0, false
-		w.kvCacheTokens, w.kvBlockSize, w.sizeTries = 0, 0, 0
+		w.resetReportsLocked()
 	})
 	f.log.Info("worker launched", zap.String("worker", s.Name), zap.Int("pid", p.pid),
 		zap.Strings("argv", s.Argv), zap.String("log", s.LogPath))
@@ -213,10 +213,11 @@ func (f *Fleet) launch(ctx context.Context, w *worker, fresh bool) (*proc, error
 		f.setState(w, StateDown, fmt.Sprintf("start failed: %v (log %s)", err, s.LogPath), func() { w.pid = 0 })
 		return nil, serr
 	}
-	size, sizeErr := f.readCacheSize(ctx, s) // before it is up, so that it comes up with its size known
+	want := f.reportsOf(s.Engine)
+	res := f.readReports(ctx, s, want) // before it is up, so that it comes up with its cache size and context length known
 	f.setState(w, StateUp, "", func() {
 		w.probing = true
-		f.recordCacheSizeLocked(w, size, sizeErr)
+		f.recordReportsLocked(w, want, res)
 	})
 	return p, nil
 }

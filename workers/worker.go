@@ -66,6 +66,10 @@ type Worker struct {
 	// KVBlockSize is the KV block size in tokens the worker's engine
 	// reported with its cache size; 0 when it reported none.
 	KVBlockSize int
+	// MaxModelLen is the context length the worker's engine reported, in
+	// tokens (prompt plus output; Options.CacheSize); 0 when it reported
+	// none.
+	MaxModelLen int
 	// KVEvents and KVEventsReplay are where the worker publishes its KV
 	// cache events and its replay socket ("" when none).
 	KVEvents, KVEventsReplay string

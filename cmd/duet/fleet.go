@@ -18,17 +18,21 @@ import (
 	"github.com/duet-serve/duet/workers/sim"
 )
 
-// cacheSizeReaders says how the fleet reads a worker's KV cache size, by
-// the worker's engine, under protocol proto: vLLM and SGLang workers (and
-// command or sim workers speaking their protocols) report it their
-// engine's way; a sim speaking TensorRT-LLM's protocol in its own metrics.
-// TensorRT-LLM reports none the fleet can read: its iteration stats are
-// drained by every read and hold the size only after a request.
+// cacheSizeReaders says how the fleet reads a worker's KV cache size and
+// context length, by the worker's engine, under protocol proto: vLLM and
+// SGLang workers (and command or sim workers speaking their protocols)
+// report both their engine's way; a sim speaking TensorRT-LLM's protocol
+// reports its cache size in its own metrics. TensorRT-LLM reports neither:
+// its iteration stats are drained by every read and hold the size only
+// after a request, and its model cards carry no context length.
 func cacheSizeReaders(proto string) func(engine string) workers.CacheSizeReader {
 	var engineWay workers.CacheSizeReader
 	a, err := adapters.ByName(proto)
 	if r, ok := a.(protocol.CacheSizeReporter); err == nil && ok {
 		engineWay = workers.CacheSizeReader{Path: r.CacheSizePath(), Parse: r.ParseCacheSize, BlockSize: r.ParseBlockSize}
+	}
+	if proto == vllm.Name || proto == sglang.Name { // their /v1/models (workers.ParseModelLen)
+		engineWay.ModelLenPath, engineWay.ParseModelLen = workers.ModelsPath, workers.ParseModelLen
 	}
 	simWay := engineWay
 	if simWay.Path == "" {
@@ -54,7 +58,7 @@ func members(ws []workers.Worker, protocol string) []router.Member {
 			continue
 		}
 		m := router.Member{ID: w.Name, URL: w.URL, Role: w.Role, Healthy: w.Healthy(), KVCacheTokens: w.KVCacheTokens,
-			KVBlockSize: w.KVBlockSize, KVEvents: w.KVEvents, KVEventsReplay: w.KVEventsReplay}
+			KVBlockSize: w.KVBlockSize, MaxModelLen: w.MaxModelLen, KVEvents: w.KVEvents, KVEventsReplay: w.KVEventsReplay}
 		if protocol == sglang.Name {
 			m.BootstrapPort = w.SidePort
 		}

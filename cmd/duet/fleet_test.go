@@ -68,6 +68,42 @@ func TestCacheSizeReadersByEngineAndProtocol(t *testing.T) {
 	}
 }
 
+// vLLM and SGLang workers, and command or sim workers speaking their
+// protocols, report their context length in /v1/models; TensorRT-LLM's,
+// and a sim speaking its protocol, report none.
+func TestContextLengthReadersByEngineAndProtocol(t *testing.T) {
+	for _, tc := range []struct {
+		protocol, engine string
+		reads            bool
+	}{
+		{"trtllm", workers.EngineSim, false},
+		{"trtllm", workers.EngineTRTLLM, false},
+		{"trtllm", workers.EngineCommand, false},
+		{"vllm", workers.EngineSim, true},
+		{"vllm", workers.EngineVLLM, true},
+		{"vllm", workers.EngineCommand, true},
+		{"vllm", workers.EngineTRTLLM, false},
+		{"sglang", workers.EngineSim, true},
+		{"sglang", workers.EngineSGLang, true},
+		{"sglang", workers.EngineCommand, true},
+	} {
+		r := cacheSizeReaders(tc.protocol)(tc.engine)
+		if !tc.reads {
+			require.Empty(t, r.ModelLenPath, "%s under %s", tc.engine, tc.protocol)
+			continue
+		}
+		require.Equal(t, "/v1/models", r.ModelLenPath, "%s under %s", tc.engine, tc.protocol)
+		n, err := r.ParseModelLen([]byte(`{"object":"list","data":[{"id":"m","parent":null,"max_model_len":4096}]}`))
+		require.NoError(t, err)
+		require.Equal(t, 4096, n)
+	}
+}
+
+func TestMembersCarryTheReportedContextLength(t *testing.T) {
+	ws := []workers.Worker{{Name: "ctx-0", Role: disagg.RoleContext, URL: "http://127.0.0.1:8100", State: workers.StateUp, MaxModelLen: 4096}}
+	require.Equal(t, 4096, members(ws, "vllm")[0].MaxModelLen)
+}
+
 // Launched sims count the frontend's tokens: they get its tokenizer as
 // absolute paths, a template name as it is, and a non-default encoding.
 func TestSimTokenizerArgs(t *testing.T) {

@@ -279,6 +279,9 @@ type workerInfo struct {
 	KVCacheSource string `json:"kv_cache_source"`
 	// KVBlockSize is the KV block size the worker reported (0: none).
 	KVBlockSize int `json:"kv_block_size,omitempty"`
+	// MaxModelLen is the context length the worker reported, in tokens (0:
+	// none; the orchestrator's configured max_model_len applies).
+	MaxModelLen int `json:"max_model_len"`
 	// CacheSignal is where the router's view of the worker's cache comes
 	// from: estimate, events, or fallback (events that stopped agreeing;
 	// CacheSignalReason says why).
@@ -302,7 +305,7 @@ func (s *Server) clusterInfo(ctx *fasthttp.RequestCtx) {
 		}
 		workers = append(workers, workerInfo{ID: ep.ID, URL: ep.URL, Role: string(ep.Role), BootstrapPort: ep.BootstrapPort, Healthy: ep.Healthy(),
 			Draining: ep.Draining(), LoadTokens: ep.Load(), InFlight: ep.InFlight(), Sessions: sessions[ep.ID],
-			KVCacheTokens: cacheTokens, KVCacheSource: cacheSource, KVBlockSize: ep.KVBlockSize(), CacheSignal: string(signal), CacheSignalReason: why, IndexedBlocks: estimate})
+			KVCacheTokens: cacheTokens, KVCacheSource: cacheSource, KVBlockSize: ep.KVBlockSize(), MaxModelLen: ep.MaxModelLen(), CacheSignal: string(signal), CacheSignalReason: why, IndexedBlocks: estimate})
 	}
 	info := map[string]any{"workers": workers, "protocol": s.opts.Orchestrator.Config().Protocol,
 		"policy": rt.Policy(), "sessions": rt.Sessions(), "tokenizer": s.opts.Orchestrator.Tokenizer()}

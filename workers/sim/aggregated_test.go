@@ -162,7 +162,7 @@ func TestModelsHealthMetrics(t *testing.T) {
 	models := do(t, http.MethodGet, w.url+"/v1/models", nil, nil)
 	require.Equal(t, http.StatusOK, models.status)
 	require.JSONEq(t, `{"object":"list","data":[{"id":"meta-llama/Llama-3.1-8B-Instruct","object":"model","created":`+
-		strconv.FormatInt(w.s.created, 10)+`,"owned_by":"duet-sim"}]}`, string(models.body))
+		strconv.FormatInt(w.s.created, 10)+`,"owned_by":"tensorrt_llm"}]}`, string(models.body), "TensorRT-LLM's model card: no max_model_len")
 	require.Equal(t, http.StatusOK, do(t, http.MethodGet, w.url+"/health", nil, nil).status)
 
 	body := chatReq(longText("metrics", 200), map[string]any{"max_tokens": 3})

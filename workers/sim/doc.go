@@ -5,7 +5,7 @@
 // # Endpoints
 //
 //	POST /v1/chat/completions, /v1/completions   OpenAI, streaming (SSE) and not
-//	GET  /v1/models, /health, /metrics           model list, liveness, Prometheus text
+//	GET  /v1/models, /health, /metrics           model list as the engine writes it (models.go), liveness, Prometheus text
 //	POST /internal/kv/pull                       worker to worker: take over a pinned KV handle
 //	POST /reset_prefix_cache                     vLLM's: drop every cached block, {"success": bool}
 //	GET|POST|DELETE /admin/faults                show, patch, reset fault injection

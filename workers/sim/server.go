@@ -18,7 +18,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/duet-serve/duet/proto/disagg"
-	"github.com/duet-serve/duet/proto/openai"
 	"github.com/duet-serve/duet/tokenizer"
 )
 
@@ -318,12 +317,6 @@ func notFound(ctx *fasthttp.RequestCtx, method, path string) {
 
 func methodNotAllowed() *httpError {
 	return &httpError{status: http.StatusMethodNotAllowed, msg: "method not allowed"}
-}
-
-func (s *Server) handleModels(ctx *fasthttp.RequestCtx) {
-	body, _ := json.Marshal(openai.NewModelList("duet-sim", s.created, s.cfg.Model)) // cannot fail
-	ctx.SetContentType("application/json")
-	ctx.SetBody(body)
 }
 
 func (s *Server) handleHealth(ctx *fasthttp.RequestCtx) {

@@ -87,15 +87,9 @@ func soakChaos(t *testing.T, row *soakRow) {
 		num(int64(requests)), num(int64(sessions)), 100*float64(failed)/float64(max(requests, 1)), tl.summary(),
 		millis(first.P50), millis(first.P99), millis(first.Max), millis(lat.P50), millis(lat.P99), millis(lat.Max))
 
-	healed := d.requireHealed(t, time.Minute)
-	restarts := 0
-	for _, w := range healed.Fleet {
-		restarts += w.Restarts
-	}
-	var final tally
 	const finalBatch = 16
-	runPool(finalBatch, 8, func(i int) {
-		final.add(d.client.chat(i, true, 16, time.Minute))
+	restarts, final := d.healThenAnswer(t, finalBatch, 8, func(i int) (outcome, string) {
+		return d.client.chat(i, true, 16, time.Minute)
 	})
 	migrated, not := d.migrations(t)
 	row.note("%d SIGKILLs (%d ctx, %d gen), %d worker restarts, fleet healed, then %d/%d answered fully; streams migrated %s, not %s",

@@ -33,15 +33,9 @@ func soakKill(t *testing.T, row *soakRow) {
 	stop()
 	kills := k.wait()
 
-	healed := d.requireHealed(t, time.Minute)
-	restarts := 0
-	for _, w := range healed.Fleet {
-		restarts += w.Restarts
-	}
-	var final tally
 	const finalBatch = 50
-	runPool(finalBatch, 10, func(i int) {
-		final.add(d.client.chat(n+i, i%2 == 0, 16, time.Minute))
+	restarts, final := d.healThenAnswer(t, finalBatch, 10, func(i int) (outcome, string) {
+		return d.client.chat(n+i, i%2 == 0, 16, time.Minute)
 	})
 	row.note("%d SIGKILLs (%d ctx, %d gen), %d worker restarts, fleet healed; then %d/%d answered fully",
 		kills["context"]+kills["generation"], kills["context"], kills["generation"], restarts,
@@ -49,6 +43,20 @@ func soakKill(t *testing.T, row *soakRow) {
 	d.finish(t, row, &tl)
 	require.Positive(t, kills["context"]+kills["generation"])
 	require.Equal(t, int64(finalBatch), final.counts[outFull].Load(), "after healing: %s", final.summary())
+}
+
+// healThenAnswer waits for the fleet to heal, then sends n requests, conc
+// at a time, with chat; it returns the worker restarts and the outcomes.
+func (d *soakDuet) healThenAnswer(t *testing.T, n, conc int, chat func(i int) (outcome, string)) (int, *tally) {
+	t.Helper()
+	healed := d.requireHealed(t, time.Minute)
+	restarts := 0
+	for _, w := range healed.Fleet {
+		restarts += w.Restarts
+	}
+	var final tally
+	runPool(n, conc, func(i int) { final.add(chat(i)) })
+	return restarts, &final
 }
 
 // killer SIGKILLs a random live worker of a soak fleet, again and again,

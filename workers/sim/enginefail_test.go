@@ -231,18 +231,9 @@ func TestFaultKVPullFailSGLang(t *testing.T) {
 			preCh := sendAsync(pre.url+"/v1/chat/completions", body)
 			require.Eventually(t, func() bool { return pre.s.sched.stats().Pins == 1 }, 5*time.Second, time.Millisecond)
 			d := post(t, dec.url+"/v1/chat/completions", body)
-			var e flatError
-			if stream {
-				e = sglangStreamErr(t, d) // no role chunk: the error comes before any output
-				require.Equal(t, "INTERNAL_SERVER_ERROR", e.Type)
-			} else {
-				require.Equal(t, http.StatusInternalServerError, d.status)
-				e = sglangErr(t, d)
-				require.Equal(t, "500", e.Type)
-			}
-			require.Equal(t, 500, e.Code)
+			e := requireTransferFailed(t, d, stream, room)
 			require.Contains(t, e.Message, "Decode transfer failed for request rank=0")
-			require.Contains(t, e.Message, "KVTransferError(bootstrap_room="+strconv.FormatUint(room, 10)+"): injected fault: KV transfer failed")
+			require.Contains(t, e.Message, "): injected fault: KV transfer failed")
 
 			// The room is never taken: the prefill times out as for a decode that never came.
 			p := await(t, preCh)
@@ -270,4 +261,25 @@ func TestPyDumps(t *testing.T) {
 	for _, tt := range tests {
 		require.Equal(t, tt.want, string(pyDumps([]byte(tt.in))))
 	}
+}
+
+// requireTransferFailed checks an SGLang decode's answer to a failed KV
+// transfer for room: an error event without a role chunk (the error comes
+// before any output) when streaming, a 500 otherwise, and returns the
+// error.
+func requireTransferFailed(t *testing.T, d httpResult, stream bool, room uint64) flatError {
+	t.Helper()
+	var e flatError
+	if stream {
+		e = sglangStreamErr(t, d)
+		require.Equal(t, "INTERNAL_SERVER_ERROR", e.Type)
+	} else {
+		require.Equal(t, http.StatusInternalServerError, d.status)
+		e = sglangErr(t, d)
+		require.Equal(t, "500", e.Type)
+	}
+	require.Equal(t, 500, e.Code)
+	require.Contains(t, e.Message, "Decode transfer failed")
+	require.Contains(t, e.Message, "KVTransferError(bootstrap_room="+strconv.FormatUint(room, 10)+")")
+	return e
 }

@@ -219,18 +219,7 @@ func TestSGLangWrongBootstrapPort(t *testing.T) {
 			start := time.Now()
 			d := post(t, dec.url+"/v1/chat/completions", body)
 			require.Less(t, time.Since(start), 5*time.Second, "bounded")
-			var e flatError
-			if tt.stream {
-				e = sglangStreamErr(t, d)
-				require.Equal(t, "INTERNAL_SERVER_ERROR", e.Type)
-			} else {
-				require.Equal(t, http.StatusInternalServerError, d.status)
-				e = sglangErr(t, d)
-				require.Equal(t, "500", e.Type)
-			}
-			require.Equal(t, 500, e.Code)
-			require.Contains(t, e.Message, "Decode transfer failed")
-			require.Contains(t, e.Message, "KVTransferError(bootstrap_room="+strconv.Itoa(100+i)+")")
+			e := requireTransferFailed(t, d, tt.stream, uint64(100+i))
 			require.Contains(t, e.Message, tt.message)
 
 			p := await(t, preCh)

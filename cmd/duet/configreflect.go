@@ -147,6 +147,7 @@ func bindSectionFlags(fs *pflag.FlagSet, v *viper.Viper, section string, cfg any
 		if err := v.BindPFlag(section+"."+l.key, fs.Lookup(name)); err != nil {
 			panic(fmt.Sprintf("bind flag %s: %v", name, err)) // programming error: the flag was just defined
 		}
+		_ = fs.SetAnnotation(name, sectionAnnotation, []string{section}) // the flag exists: cannot fail
 	})
 }
 

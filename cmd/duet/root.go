@@ -31,6 +31,7 @@ func newRootCmd() *cobra.Command {
 	pf.StringVar(&a.configFile, "config", "", "YAML config file (default: the embedded quickstart for serve, built-in defaults otherwise)")
 	bindSectionFlags(pf, a.v, "log", defaultLogConfig(), "log-")
 	root.AddCommand(newVersionCmd(), newServeCmd(a), newLaunchCmd(a), newSimCmd(a), newBenchCmd(a), newReplayCmd(a))
+	groupFlagsInHelp(root)
 	return root
 }
 

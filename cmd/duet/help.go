@@ -15,7 +15,7 @@ const sectionAnnotation = "duet-config-section"
 
 // helpSections is the order of the sections in --help: the ones a user
 // sets first come first; a section not listed follows in name order.
-var helpSections = []string{"server", "router", "tokenizer", "sim", "cluster", "log"}
+var helpSections = []string{"server", "router", "sim", "tokenizer", "cluster", "log"}
 
 // groupFlagsInHelp makes cmd's help (and its subcommands') list local flags
 // grouped by config section instead of in one alphabetical list.

@@ -35,7 +35,7 @@ th,td{border:1px solid #ccc;padding:3px 8px;text-align:right}th{background:#f3f3
 td:first-child,th:first-child{text-align:left}
 .info td{text-align:left}.charts{display:flex;flex-wrap:wrap;gap:1em}
 figure{margin:0}figcaption{font-weight:bold;font-size:.9em;margin-bottom:.3em}
-code{font-size:.85em;word-break:break-all}
+code{font-size:.85em;white-space:pre-wrap;overflow-wrap:break-word}
 </style></head><body>
 <h1>duet bench: {{.Label}}</h1>
 <table class="info">{{range .Info}}<tr><th>{{index . 0}}</th><td>{{index . 1}}</td></tr>{{end}}</table>
@@ -79,18 +79,18 @@ func writeReport(w *bufio.Writer, res *Result, sum *Summary, info RunInfo) error
 		workload = c.DatasetType + " " + c.InputFile
 	}
 	d.Info = [][2]string{
-		{"model", c.Model}, {"endpoint", strings.Join(c.URLs, ", ") + " " + c.endpointPath()}, {"streaming", strconv.FormatBool(c.Streaming)},
+		{"model", c.Model}, {"endpoint", endpointURLs(c)}, {"streaming", strconv.FormatBool(c.Streaming)},
 		{"load", load}, {"workload", workload}, {"sessions", strconv.Itoa(len(res.Sessions))},
 		{"random seed", strconv.FormatUint(c.Seed, 10)},
 		{"started", sum.Start.Local().Format(time.RFC3339)}, {"cancelled", strconv.FormatBool(res.Cancelled)},
 	}
 	for i := range sum.Metrics {
 		m := &sum.Metrics[i]
-		d.Metrics = append(d.Metrics, metricRow(m, []string{"avg", "min", "max", "p50", "p90", "p99", "std"}, ""))
+		d.Metrics = append(d.Metrics, grouped(metricRow(m, []string{"avg", "min", "max", "p50", "p90", "p99", "std"}, "")))
 	}
 	d.TurnHeader = turnTable(nil).header
 	for _, t := range sum.Turns {
-		d.Turns = append(d.Turns, turnRow(t))
+		d.Turns = append(d.Turns, grouped(turnRow(t)))
 	}
 	for _, e := range sum.Errors {
 		code := "-"
@@ -104,15 +104,51 @@ func writeReport(w *bufio.Writer, res *Result, sum *Summary, info RunInfo) error
 	return reportTemplate.Execute(w, d)
 }
 
+// endpointURLs is the full URL of each server the run called.
+func endpointURLs(c Config) string {
+	urls := make([]string, len(c.URLs))
+	for i, u := range c.URLs {
+		urls[i] = strings.TrimRight(u, "/") + c.endpointPath()
+	}
+	return strings.Join(urls, ", ")
+}
+
+// grouped writes the whole numbers of a table row with thousands
+// separators, for people (the CSV and JSON exports keep plain numbers).
+func grouped(row []string) []string {
+	for i, cell := range row {
+		if n, err := strconv.ParseInt(cell, 10, 64); err == nil && (n >= 1000 || n <= -1000) {
+			row[i] = groupDigits(n)
+		}
+	}
+	return row
+}
+
+// groupDigits writes n with a comma every three digits.
+func groupDigits(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	start := 0
+	if n < 0 {
+		start = 1
+	}
+	for i := len(s) - 3; i > start; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}
+
 func turnRow(tu TurnSummary) []string {
 	return turnTable([]TurnSummary{tu}).rows[0]
 }
 
 func ttftCharts(sum *Summary, records []Record) (byTurn, cdf template.HTML, none bool) {
-	var avg, p50, p90 series
-	avg = series{name: "avg", color: palette[0]}
-	p50 = series{name: "p50", color: palette[1]}
-	p90 = series{name: "p90", color: palette[2]}
+	var avg, p50, p90, p99 series
+	// Drawn widest first, so that lines that coincide (the first turns'
+	// percentiles often do) all stay visible.
+	avg = series{name: "avg", color: palette[0], width: 2}
+	p50 = series{name: "p50", color: palette[1], width: 4}
+	p90 = series{name: "p90", color: palette[2], width: 6}
+	p99 = series{name: "p99", color: palette[3], width: 8}
 	for _, t := range sum.Turns {
 		if t.TTFT == nil {
 			continue
@@ -121,11 +157,12 @@ func ttftCharts(sum *Summary, records []Record) (byTurn, cdf template.HTML, none
 		avg.points = append(avg.points, [2]float64{x, t.TTFT.Avg})
 		p50.points = append(p50.points, [2]float64{x, t.TTFT.P50})
 		p90.points = append(p90.points, [2]float64{x, t.TTFT.P90})
+		p99.points = append(p99.points, [2]float64{x, t.TTFT.P99})
 	}
 	if len(avg.points) == 0 {
 		return "", "", true
 	}
-	byTurn = lineChart([]series{avg, p50, p90}, "turn index", "TTFT (ms)", 0, 0, true)
+	byTurn = lineChart([]series{p99, p90, p50, avg}, "turn index", "TTFT (ms)", 0, 0, true)
 	var first, later []float64
 	for i := range records {
 		r := &records[i]

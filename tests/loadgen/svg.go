@@ -22,6 +22,9 @@ type series struct {
 	color  string
 	points [][2]float64
 	step   bool // draw as a step function (CDFs)
+	// width is the stroke width, 0 for the default 2: lines drawn under
+	// others wider stay visible where they coincide.
+	width float64
 }
 
 // bars is one series of a grouped bar chart.
@@ -154,7 +157,11 @@ func lineChart(ss []series, xLabel, yLabel string, yMin, yMax float64, integerX 
 			}
 			pts = append(pts, fmt.Sprintf("%.1f,%.1f", x, y))
 		}
-		fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" stroke-width="2" points="%s"/>`, s.color, strings.Join(pts, " "))
+		width := s.width
+		if width == 0 {
+			width = 2
+		}
+		fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" stroke-width="%g" points="%s"/>`, s.color, width, strings.Join(pts, " "))
 		if !s.step && len(s.points) <= 60 {
 			for _, p := range s.points {
 				fmt.Fprintf(&b, `<circle cx="%.1f" cy="%.1f" r="3" fill="%s"/>`, xa.scale(p[0], x0, x1), ya.scale(p[1], y0, y1), s.color)

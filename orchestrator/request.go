@@ -85,6 +85,13 @@ var sessionHeaders = []string{"X-Session-ID", "X-Correlation-ID", "X-Session-Aff
 type conversationFields struct {
 	ConversationParams  *conversationID `json:"conversation_params"`
 	DisaggregatedParams *conversationID `json:"disaggregated_params"`
+	// PromptCacheKey is OpenAI's prompt_cache_key: requests that share it
+	// share a prefix, which is what a session pins.
+	PromptCacheKey string `json:"prompt_cache_key"`
+	// SafetyIdentifier is OpenAI's safety_identifier, the end user's stable
+	// id that replaces user: the admission queue's fairness key when the
+	// body has no user.
+	SafetyIdentifier string `json:"safety_identifier"`
 }
 
 type conversationID struct {
@@ -124,6 +131,9 @@ func (o *Orchestrator) parse(in Incoming) (*Request, error) {
 		return nil, err
 	}
 	req.ReportMigrations = in.Header != nil && headerTrue(in.Header(HeaderReportMigrations))
+	if req.User == "" {
+		req.User = conv.SafetyIdentifier
+	}
 	if req.Body, err = stripInternalFields(in.Body); err != nil {
 		return nil, badRequest("", "request body must be a JSON object")
 	}
@@ -131,13 +141,19 @@ func (o *Orchestrator) parse(in Incoming) (*Request, error) {
 	return req, nil
 }
 
-// stripInternalFields removes every disagg.InternalFields key. Most bodies
-// hold none: when no key name occurs in the body and no \u escape could
-// spell one, the body is returned as is without a decode.
+// strippedFields are the body keys no worker gets: disagg.InternalFields,
+// and the gateway fields duet consumes (prompt_cache_key keys the session,
+// safety_identifier the admission fairness), which the engines do not use
+// and TensorRT-LLM rejects (its request models forbid unknown keys).
+var strippedFields = append(slices.Clone(disagg.InternalFields), "prompt_cache_key", "safety_identifier")
+
+// stripInternalFields removes every strippedFields key. Most bodies hold
+// none: when no key name occurs in the body and no \u escape could spell
+// one, the body is returned as is without a decode.
 func stripInternalFields(body []byte) ([]byte, error) {
 	if !bytes.Contains(body, []byte(`\u`)) {
 		found := false
-		for _, k := range disagg.InternalFields {
+		for _, k := range strippedFields {
 			if bytes.Contains(body, []byte(k)) {
 				found = true
 				break
@@ -147,7 +163,7 @@ func stripInternalFields(body []byte) ([]byte, error) {
 			return body, nil
 		}
 	}
-	return openai.RewriteBody(body, nil, disagg.InternalFields...)
+	return openai.RewriteBody(body, nil, strippedFields...)
 }
 
 func (o *Orchestrator) parseChat(body []byte, req *Request) (conversationFields, error) {
@@ -381,6 +397,7 @@ func (o *Orchestrator) sessionKey(f conversationFields, header func(string) stri
 	if f.DisaggregatedParams != nil {
 		candidates = append(candidates, keySource{"disaggregated_params.conversation_id", f.DisaggregatedParams.ConversationID})
 	}
+	candidates = append(candidates, keySource{"prompt_cache_key", f.PromptCacheKey})
 	for _, h := range append(sessionHeaders, o.cfg.SessionHeaders...) {
 		if header != nil {
 			candidates = append(candidates, keySource{h, header(h)})

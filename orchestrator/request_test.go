@@ -1,6 +1,7 @@
 package orchestrator
 
 import (
+	"net/http"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -81,4 +82,39 @@ func TestKeysTheEnginesReadDifferentlyAreRejected(t *testing.T) {
 		require.NoError(t, err, body)
 		require.JSONEq(t, body, string(req.Body))
 	}
+}
+
+func TestOpenAICacheAndSafetyFields(t *testing.T) {
+	ctx := newFakeWorker(t, ctxOK)
+	h := newHarness(t, testConfig(), []*fakeWorker{ctx}, []*fakeWorker{newFakeWorker(t, genStream(1, true))})
+	for _, c := range []struct {
+		extra, header, session, user string
+	}{
+		{`,"prompt_cache_key":"pk-1"`, "", "pk-1", ""},
+		{`,"prompt_cache_key":"pk-1","conversation_params":{"conversation_id":"c-1"}`, "", "c-1", ""},
+		{`,"prompt_cache_key":"pk-1"`, "h-1", "pk-1", ""},
+		{`,"safety_identifier":"u-7"`, "", "", "u-7"},
+		{`,"safety_identifier":"u-7","user":"u-8"`, "", "", "u-8"},
+	} {
+		req, err := h.o.parse(Incoming{Endpoint: 1, Body: testChatBody(false, c.extra), RequestID: "r",
+			Header: func(n string) string {
+				if n == "X-Session-ID" {
+					return c.header
+				}
+				return ""
+			}})
+		require.NoError(t, err, c.extra)
+		want := c.session
+		if want == "" {
+			want = c.header
+		}
+		require.Equal(t, want, req.SessionKey, c.extra)
+		require.Equal(t, c.user, req.User, c.extra)
+		require.NotContains(t, string(req.Body), "prompt_cache_key", "no worker gets it")
+		require.NotContains(t, string(req.Body), "safety_identifier")
+	}
+	resp, _ := h.run(testChatBody(false, `,"prompt_cache_key":"pk-2","safety_identifier":"u-9"`), nil)
+	require.Equal(t, http.StatusOK, resp.Status)
+	require.NotContains(t, ctx.calls()[0], "prompt_cache_key")
+	require.NotContains(t, ctx.calls()[0], "safety_identifier")
 }

@@ -96,7 +96,7 @@ func (f *flight) end(status int, err error) {
 	f.ended, f.status, f.err = true, status, err
 	ok := status == http.StatusOK
 	if f.pair != nil {
-		f.pair.End(router.Outcome{GenRan: ok && f.genRan})
+		f.pair.End(router.Outcome{GenRan: ok && f.genRan, EndSession: f.req.EndSession})
 		f.pair = nil
 	}
 	f.slot.Release(ok)

@@ -53,6 +53,10 @@ type Request struct {
 	Hashes []uint64
 	// Body is the client's body without any internal field.
 	Body []byte
+	// EndSession is set when the client said, with the X-Session-End
+	// header, that this is its session's last request: the router forgets
+	// the session's pin when the request ends.
+	EndSession bool
 	// ReportMigrations is set when the client asked, with the
 	// X-Duet-Report-Migrations header, to be told when its stream moves to
 	// another gen worker (an SSE comment, which OpenAI clients skip).
@@ -67,6 +71,12 @@ type Request struct {
 // request's stream as an SSE comment line before the continuation:
 // ": duet-migration {"from":..,"to":..,"failure":..,"sent_tokens":..}".
 const HeaderReportMigrations = "X-Duet-Report-Migrations"
+
+// HeaderSessionEnd marks a session's last request: when it ends, the
+// session's pin is released on every replica instead of after
+// router.session_ttl (agents that know a task is done send it, so that the
+// pinned workers' share of placement frees at once).
+const HeaderSessionEnd = "X-Session-End"
 
 // headerTrue reports a header value that turns an option on: any but
 // empty, "0", "false" and "no".
@@ -130,7 +140,10 @@ func (o *Orchestrator) parse(in Incoming) (*Request, error) {
 	if req.SessionKey, err = o.sessionKey(conv, in.Header); err != nil {
 		return nil, err
 	}
-	req.ReportMigrations = in.Header != nil && headerTrue(in.Header(HeaderReportMigrations))
+	if in.Header != nil {
+		req.ReportMigrations = headerTrue(in.Header(HeaderReportMigrations))
+		req.EndSession = headerTrue(in.Header(HeaderSessionEnd))
+	}
 	if req.User == "" {
 		req.User = conv.SafetyIdentifier
 	}

@@ -118,3 +118,18 @@ func TestOpenAICacheAndSafetyFields(t *testing.T) {
 	require.NotContains(t, ctx.calls()[0], "prompt_cache_key")
 	require.NotContains(t, ctx.calls()[0], "safety_identifier")
 }
+
+func TestSessionEndHeader(t *testing.T) {
+	h := newHarness(t, testConfig(), []*fakeWorker{newFakeWorker(t, ctxOK)}, []*fakeWorker{newFakeWorker(t, genStream(1, true))})
+	for value, want := range map[string]bool{"1": true, "true": true, "0": false, "": false, "no": false} {
+		req, err := h.o.parse(Incoming{Endpoint: 1, Body: testChatBody(false, ""), RequestID: "r",
+			Header: func(n string) string {
+				if n == HeaderSessionEnd {
+					return value
+				}
+				return ""
+			}})
+		require.NoError(t, err)
+		require.Equal(t, want, req.EndSession, value)
+	}
+}

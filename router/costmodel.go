@@ -249,6 +249,20 @@ func (m *CostModel) succeeded(key string, minted bool, was pins, ctxID, genID st
 	return &SessionRecord{Key: key, Ctx: m.identityOf(ctxID), Gen: m.identityOf(genID)}, !minted && was != pins{ctxID, genID}
 }
 
+// forget drops session key, which its client ended, and returns the key
+// to delete from the shared store ("" without sessions or a key).
+func (m *CostModel) forget(key string) string {
+	if m.sessions == nil || key == "" {
+		return ""
+	}
+	m.mu.Lock()
+	if s := m.sessions.byKey[key]; s != nil {
+		m.sessions.remove(s, reasonEnded)
+	}
+	m.mu.Unlock()
+	return key
+}
+
 // idOf returns the ID of the pool's worker with the given identity, "" when
 // there is none.
 func (m *CostModel) idOf(identity string) string {

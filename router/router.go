@@ -123,6 +123,10 @@ type Outcome struct {
 	// GenRan is true when the generation phase completed on the pair's gen
 	// worker: the request succeeded, and the worker holds its prompt.
 	GenRan bool
+	// EndSession is true when the client said its session is over: its pin
+	// is forgotten at once, on every replica, instead of after session_ttl
+	// (what the turn left in the workers' caches is still learned).
+	EndSession bool
 }
 
 // End ends the attempt: both leases are refunded (the context phase ends
@@ -156,7 +160,10 @@ func (p *Pair) End(o Outcome) {
 		learned = append(learned, p.Gen.Endpoint())
 	}
 	t := Turn{Blocks: p.hashes}
-	if c := p.router.cost; o.GenRan && c != nil {
+	switch c := p.router.cost; {
+	case c != nil && o.EndSession:
+		t.Forget = c.forget(p.Session)
+	case c != nil && o.GenRan:
 		t.Session, t.Wait = c.succeeded(p.Session, p.Minted, p.pinned, p.Ctx.Endpoint().ID, p.Gen.Endpoint().ID)
 	}
 	p.router.share(t, learned...)
@@ -227,7 +234,7 @@ func (r *Router) share(t Turn, eps ...*Endpoint) {
 			t.Workers = append(t.Workers, ep.Identity())
 		}
 	}
-	if t.Session == nil && len(t.Workers) == 0 {
+	if t.Session == nil && t.Forget == "" && len(t.Workers) == 0 {
 		return
 	}
 	r.shared.Ended(t)

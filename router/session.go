@@ -25,6 +25,7 @@ const (
 	reasonMoved       = "moved"       // another ctx worker was cheaper by more than the pin's weight
 	reasonSpill       = "spill"       // the pinned gen worker was loaded past spill_load_factor
 	reasonStoreDown   = "store_down"  // the shared store was down: the session went where rendezvous hashing puts it
+	reasonEnded       = "ended"       // the client ended the session (X-Session-End)
 )
 
 // sessionTable is an LRU of sessions bounded by max, with an idle TTL and a

@@ -41,6 +41,9 @@ var ErrStoreDown = errors.New("shared state store is down")
 type Turn struct {
 	// Session is the session's record to save; nil: none.
 	Session *SessionRecord
+	// Forget is the key of a session whose client ended it, to delete;
+	// "": none.
+	Forget string
 	// Workers are the identities of the workers that now hold Blocks (the
 	// request's ctx and gen workers); none: nothing learned.
 	Workers []string

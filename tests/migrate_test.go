@@ -327,3 +327,22 @@ func TestFailedKVPullRedone(t *testing.T) {
 		})
 	}
 }
+
+// TestSessionEndReleasesThePin: X-Session-End on a session's last request
+// releases its pin when the request ends.
+func TestSessionEndReleasesThePin(t *testing.T) {
+	d := startServe(t, serveOptions{policy: "conversation", nCtx: 1, nGen: 1})
+	sessions := func() int {
+		var ci struct {
+			Sessions int `json:"sessions"`
+		}
+		require.Equal(t, http.StatusOK, getJSON(t, d.url+"/cluster_info", &ci))
+		return ci.Sessions
+	}
+	code, _, body := d.chat(t, false, "first step of the task", "", "X-Session-ID", "task-1")
+	require.Equal(t, http.StatusOK, code, string(body))
+	require.Equal(t, 1, sessions())
+	code, _, body = d.chat(t, false, "last step of the task", "", "X-Session-ID", "task-1", "X-Session-End", "1")
+	require.Equal(t, http.StatusOK, code, string(body))
+	require.Zero(t, sessions())
+}

@@ -199,7 +199,7 @@ func (s *Store) findWithWrites(ctx context.Context, args []any) (any, error) {
 // (Run), or with Wait written at once with whatever else is queued,
 // bounded by the call's timeout.
 func (s *Store) Ended(t router.Turn) {
-	w := write{rec: t.Session, identities: t.Workers, hashes: t.Blocks}
+	w := write{rec: t.Session, forget: t.Forget, identities: t.Workers, hashes: t.Blocks}
 	if !t.Wait || !s.up.Load() {
 		s.queue(w)
 		return
@@ -325,6 +325,7 @@ func (s *Store) Run(ctx context.Context) {
 // workers learned (identities: none when empty).
 type write struct {
 	rec        *router.SessionRecord
+	forget     string // a session key to delete
 	identities []string
 	hashes     []uint64
 }
@@ -376,6 +377,9 @@ func (s *Store) queueWrites(ctx context.Context, pipe redis.Pipeliner, writes []
 	for _, w := range writes {
 		if w.rec != nil {
 			pipe.Set(ctx, s.prefix+"s:"+w.rec.Key, encodeRecord(*w.rec), s.opts.SessionTTL)
+		}
+		if w.forget != "" {
+			pipe.Del(ctx, s.prefix+"s:"+w.forget)
 		}
 		if len(w.identities) > 0 {
 			pipe.Publish(ctx, s.prefix+learnedChannel, encodeLearned(s.replica, w.identities, w.hashes))

@@ -344,3 +344,19 @@ func TestEndedWithWaitWritesAtOnce(t *testing.T) {
 	require.True(t, ok)
 	require.Equal(t, "http://127.0.0.1:9200", rec.Gen)
 }
+
+// A session its client ended is deleted for every replica.
+func TestEndedSessionIsDeleted(t *testing.T) {
+	srv := redistest.Start(t)
+	a, b := newReplica(t, srv.Addr(), time.Minute), newReplica(t, srv.Addr(), time.Minute)
+	a.syncNow()
+	b.syncNow()
+	a.store.Ended(router.Turn{Session: &router.SessionRecord{Key: "task", Ctx: "http://127.0.0.1:9100"}, Wait: true})
+	_, ok, err := b.store.Find("task")
+	require.NoError(t, err)
+	require.True(t, ok)
+	a.store.Ended(router.Turn{Forget: "task", Wait: true})
+	_, ok, err = b.store.Find("task")
+	require.NoError(t, err)
+	require.False(t, ok, "gone for the other replica too")
+}

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 )
 
 func TestFleetRestartsKilledWorker(t *testing.T) {
@@ -72,7 +74,9 @@ func TestFleetUnhealthyWithoutRestartRecovers(t *testing.T) {
 	cfg := testConfig(t, 1, []string{"--health-file", healthFile}, 0, nil)
 	cfg.HealthInterval = time.Hour // rounds are run by hand
 	cfg.Context.Restart = RestartPolicy{}
-	f := newTestFleet(t, cfg)
+	core, logs := observer.New(zap.InfoLevel)
+	f, err := New(cfg, Options{Logger: zap.New(core)})
+	require.NoError(t, err)
 	require.NoError(t, f.Start(context.Background()))
 	defer stopFleet(t, f)
 	pid := f.Snapshot()[0].PID
@@ -85,7 +89,8 @@ func TestFleetUnhealthyWithoutRestartRecovers(t *testing.T) {
 	require.Equal(t, StateDown, w.State)
 	require.Contains(t, w.LastError, "503 Service Unavailable")
 
-	time.Sleep(100 * time.Millisecond) // the supervisor decides not to restart
+	require.Eventually(t, func() bool { return logs.FilterMessage("unhealthy worker left running").Len() == 1 },
+		10*time.Second, 5*time.Millisecond, "the supervisor decided")
 	require.Equal(t, pid, f.Snapshot()[0].PID)
 	require.True(t, alive(pid))
 	require.NoError(t, os.WriteFile(healthFile, nil, 0o644))

@@ -30,16 +30,27 @@ var errClientGone = errors.New("client closed the connection")
 // watcher is scheduled. A connection that is not a socket (an in-memory
 // listener, TLS) is not watched.
 func watchClient(conn net.Conn) (context.Context, func()) {
+	ctx, stop, _ := watch(conn)
+	return ctx, stop
+}
+
+// watch is watchClient, and also returns a channel closed when the watcher
+// ended (with or without a verdict; tests wait on it).
+func watch(conn net.Conn) (context.Context, func(), <-chan struct{}) {
 	ctx, cancel := context.WithCancelCause(context.Background())
+	done := make(chan struct{})
+	unwatched := func() (context.Context, func(), <-chan struct{}) {
+		close(done)
+		return ctx, func() { cancel(nil) }, done
+	}
 	sc, ok := conn.(syscall.Conn)
 	if !ok {
-		return ctx, func() { cancel(nil) }
+		return unwatched()
 	}
 	rc, err := sc.SyscallConn()
 	if err != nil || conn.SetReadDeadline(time.Time{}) != nil {
-		return ctx, func() { cancel(nil) }
+		return unwatched()
 	}
-	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		if peerClosed(rc) {
@@ -52,7 +63,7 @@ func watchClient(conn net.Conn) (context.Context, func()) {
 		_ = conn.SetReadDeadline(time.Time{})
 		cancel(nil)
 	}
-	return &clientContext{Context: ctx, rc: rc, cancel: cancel}, stop
+	return &clientContext{Context: ctx, rc: rc, cancel: cancel}, stop, done
 }
 
 // clientContext is a client's request context whose Err looks at the

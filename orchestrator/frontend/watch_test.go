@@ -47,10 +47,15 @@ func TestWatchClientErrPeeksWithoutWaitingForTheWatcher(t *testing.T) {
 
 func TestWatchClientConsumesNothingAndStopsCleanly(t *testing.T) {
 	server, client := tcpPair(t)
-	ctx, stop := watchClient(server)
+	ctx, stop, watcherEnded := watch(server)
 	_, err := client.Write([]byte("next request"))
 	require.NoError(t, err)
-	time.Sleep(10 * time.Millisecond) // the watcher sees bytes and ends without a verdict
+	select {
+	case <-watcherEnded: // it saw the bytes and ended without a verdict
+	case <-time.After(5 * time.Second):
+		t.Fatal("the watcher did not end on bytes")
+	}
+	require.NotErrorIs(t, context.Cause(ctx), errClientGone, "bytes are not a verdict")
 	stop()
 	require.ErrorIs(t, ctx.Err(), context.Canceled, "stop ends the context")
 	require.NotErrorIs(t, context.Cause(ctx), errClientGone, "bytes are not a verdict")

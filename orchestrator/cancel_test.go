@@ -178,5 +178,6 @@ func TestStaleKeepAliveConnectionIsRetriedNotEjected(t *testing.T) {
 		require.Equal(t, http.StatusOK, resp.Status, out)
 	}
 	require.Len(t, ctxW.calls(), 3, "one prefill per request")
+	require.Positive(t, h.o.up.staleRetries.Load(), "the stale connections were retried")
 	require.Zero(t, h.pool.Get("ctx-0").Ejections()+h.pool.Get("gen-0").Ejections())
 }

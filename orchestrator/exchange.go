@@ -36,15 +36,16 @@ type held struct {
 // a new connection, as Go's net/http does for the same race. The other
 // idle connections are closed first: a worker that closed one closed the
 // others of the same age too, or all of them when it restarted, and the
-// retry must not take another.
+// retry must not take another. retried reports that second run.
 func exchange(ctx context.Context, ep *router.Endpoint, hc *fasthttp.HostClient, req *fasthttp.Request, resp *fasthttp.Response,
-	headersBy, deadline time.Time) (held, error) {
+	headersBy, deadline time.Time) (h held, retried bool, err error) {
 	h, staleConn, err := exchangeOnce(ctx, ep, hc, req, resp, headersBy, deadline)
 	if staleConn && ctx.Err() == nil {
 		hc.CloseIdleConnections()
 		h, _, err = exchangeOnce(ctx, ep, hc, req, resp, headersBy, deadline)
+		return h, true, err
 	}
-	return h, err
+	return h, false, err
 }
 
 // exchangeOnce is one try of exchange. staleConn reports a failure of a

@@ -35,6 +35,7 @@ func TestManyStaleConnectionsCostNoRequest(t *testing.T) {
 	time.Sleep(10 * time.Millisecond) // the close reaches duet's idle connections
 	resp, out := h.run(testChatBody(false, ""), nil)
 	require.Equal(t, http.StatusOK, resp.Status, out)
+	require.Equal(t, int64(2), h.o.up.staleRetries.Load(), "one retry per worker: the other stale connections were closed first")
 	require.Zero(t, h.pool.Get("ctx-0").Ejections()+h.pool.Get("gen-0").Ejections(), "no worker taken for dead")
 }
 

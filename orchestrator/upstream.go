@@ -27,6 +27,16 @@ type upstream struct {
 	connWait time.Duration
 	mu       sync.Mutex // guards clients
 	clients  map[string]*fasthttp.HostClient
+	// staleRetries counts exchanges run again on a new connection after
+	// a pooled one turned out stale (exchange).
+	staleRetries atomic.Int64
+}
+
+// countStale counts an exchange that was run again (retried).
+func (u *upstream) countStale(retried bool) {
+	if retried {
+		u.staleRetries.Add(1)
+	}
 }
 
 // idleConnLimit is how long a pooled connection may sit idle. It is below
@@ -172,7 +182,8 @@ func (u *upstream) post(ctx context.Context, ep *router.Endpoint, path string, r
 	defer fasthttp.ReleaseRequest(req)
 	resp := fasthttp.AcquireResponse()
 	defer fasthttp.ReleaseResponse(resp)
-	h, err := exchange(ctx, ep, hc, req, resp, deadline, deadline)
+	h, retried, err := exchange(ctx, ep, hc, req, resp, deadline, deadline)
+	u.countStale(retried)
 	if err != nil {
 		return reply{}, err
 	}
@@ -250,7 +261,8 @@ func (u *upstream) openStream(ctx context.Context, ep *router.Endpoint, path str
 	defer fasthttp.ReleaseRequest(req)
 	resp := fasthttp.AcquireResponse()
 	resp.StreamBody = true
-	h, err := exchange(ctx, ep, hc, req, resp, headersBy, deadline)
+	h, retried, err := exchange(ctx, ep, hc, req, resp, headersBy, deadline)
+	u.countStale(retried)
 	if err != nil {
 		fasthttp.ReleaseResponse(resp)
 		return nil, err

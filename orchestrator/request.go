@@ -78,6 +78,10 @@ const HeaderReportMigrations = "X-Duet-Report-Migrations"
 // pinned workers' share of placement frees at once).
 const HeaderSessionEnd = "X-Session-End"
 
+// headerDynamoSessionFinal is NVIDIA Dynamo's name for HeaderSessionEnd
+// (lib/llm/src/protocols/agents.rs, x-dynamo-session-final).
+const headerDynamoSessionFinal = "X-Dynamo-Session-Final"
+
 // headerTrue reports a header value that turns an option on: any but
 // empty, "0", "false" and "no".
 func headerTrue(v string) bool {
@@ -88,8 +92,16 @@ func headerTrue(v string) bool {
 	return true
 }
 
-// sessionHeaders are read in order after the body fields (DESIGN.md).
-var sessionHeaders = []string{"X-Session-ID", "X-Correlation-ID", "X-Session-Affinity", "X-Dynamo-Session-ID", "X-SMG-Routing-Key"}
+// sessionHeaders are read in order after the body fields (DESIGN.md):
+// duet's and aiperf's, then the ones peers accept (NVIDIA Dynamo
+// lib/llm/src/protocols/agents.rs; SGLang's model gateway;
+// TensorRT-LLM tensorrt_llm/serve/conversation_id.py, 2026), then the
+// ones agent clients send, each stable across a session's turns (Claude
+// Code's, OpenAI Codex CLI's thread and, in older versions, session id,
+// DeepSeek's harness, LiteLLM's proxy), as Dynamo maps them.
+var sessionHeaders = []string{"X-Session-ID", "X-Correlation-ID", "X-Session-Affinity", "X-Dynamo-Session-ID",
+	"X-SMG-Routing-Key", "X-Multi-Turn-Session-Id", "X-Claude-Code-Session-Id", "Thread-Id", "Session-Id", "Session_id",
+	"X-Deepseek-Harness-Session-Id", "X-Litellm-Session-Id"}
 
 // conversationFields are the body fields that may carry a session key.
 type conversationFields struct {
@@ -142,7 +154,7 @@ func (o *Orchestrator) parse(in Incoming) (*Request, error) {
 	}
 	if in.Header != nil {
 		req.ReportMigrations = headerTrue(in.Header(HeaderReportMigrations))
-		req.EndSession = headerTrue(in.Header(HeaderSessionEnd))
+		req.EndSession = headerTrue(in.Header(HeaderSessionEnd)) || headerTrue(in.Header(headerDynamoSessionFinal))
 	}
 	if req.User == "" {
 		req.User = conv.SafetyIdentifier
@@ -401,31 +413,47 @@ func decodeError(err error) *Error {
 type keySource struct{ source, value string }
 
 // sessionKey returns the first non-empty session key: body fields, then the
-// headers in order. An invalid key is a 400.
+// headers in order (read only until one has a key). An invalid key is a
+// 400.
 func (o *Orchestrator) sessionKey(f conversationFields, header func(string) string) (string, error) {
-	candidates := make([]keySource, 0, 8)
-	if f.ConversationParams != nil {
-		candidates = append(candidates, keySource{"conversation_params.conversation_id", f.ConversationParams.ConversationID})
+	body := [...]keySource{
+		{"conversation_params.conversation_id", f.ConversationParams.id()},
+		{"disaggregated_params.conversation_id", f.DisaggregatedParams.id()},
+		{"prompt_cache_key", f.PromptCacheKey},
 	}
-	if f.DisaggregatedParams != nil {
-		candidates = append(candidates, keySource{"disaggregated_params.conversation_id", f.DisaggregatedParams.ConversationID})
-	}
-	candidates = append(candidates, keySource{"prompt_cache_key", f.PromptCacheKey})
-	for _, h := range append(sessionHeaders, o.cfg.SessionHeaders...) {
-		if header != nil {
-			candidates = append(candidates, keySource{h, header(h)})
+	for _, c := range body {
+		if c.value != "" {
+			return o.checkedKey(c)
 		}
 	}
-	for _, c := range candidates {
-		if c.value == "" {
-			continue
+	if header == nil {
+		return "", nil
+	}
+	for _, names := range [...][]string{sessionHeaders, o.cfg.SessionHeaders} {
+		for _, h := range names {
+			if v := header(h); v != "" {
+				return o.checkedKey(keySource{h, v})
+			}
 		}
-		if err := CheckID(c.value, o.cfg.MaxSessionIDLength); err != nil {
-			return "", badRequest(c.source, "%s: %v", c.source, err)
-		}
-		return c.value, nil
 	}
 	return "", nil
+}
+
+// checkedKey returns c's value when it is a valid session id, else a 400
+// naming where it came from.
+func (o *Orchestrator) checkedKey(c keySource) (string, error) {
+	if err := CheckID(c.value, o.cfg.MaxSessionIDLength); err != nil {
+		return "", badRequest(c.source, "%s: %v", c.source, err)
+	}
+	return c.value, nil
+}
+
+// id is the conversation id, "" when the field is absent.
+func (c *conversationID) id() string {
+	if c == nil {
+		return ""
+	}
+	return c.ConversationID
 }
 
 // CheckID accepts a client-supplied id (session or request id): printable

@@ -133,3 +133,20 @@ func TestSessionEndHeader(t *testing.T) {
 		require.Equal(t, want, req.EndSession, value)
 	}
 }
+
+func TestAgentSessionHeaders(t *testing.T) {
+	h := newHarness(t, testConfig(), []*fakeWorker{newFakeWorker(t, ctxOK)}, []*fakeWorker{newFakeWorker(t, genStream(1, true))})
+	parse := func(headers map[string]string) *Request {
+		req, err := h.o.parse(Incoming{Endpoint: 1, Body: testChatBody(false, ""), RequestID: "r",
+			Header: func(n string) string { return headers[n] }})
+		require.NoError(t, err)
+		return req
+	}
+	for _, name := range []string{"X-Multi-Turn-Session-Id", "X-Claude-Code-Session-Id", "Thread-Id", "Session-Id", "Session_id",
+		"X-Deepseek-Harness-Session-Id", "X-Litellm-Session-Id"} {
+		require.Equal(t, "s-"+name, parse(map[string]string{name: "s-" + name}).SessionKey, name)
+	}
+	require.Equal(t, "duet", parse(map[string]string{"X-Session-ID": "duet", "X-Claude-Code-Session-Id": "claude"}).SessionKey,
+		"duet's own header first")
+	require.True(t, parse(map[string]string{"X-Dynamo-Session-Final": "true"}).EndSession, "Dynamo's end-of-session header")
+}

@@ -56,10 +56,7 @@ func parseNormalizer(n node) ([]normalizer, error) {
 		}
 		return []normalizer{strip(l, r)}, nil
 	case "Replace":
-		if err := n.object("type", "pattern", "content"); err != nil {
-			return nil, err
-		}
-		content, err := n.get("content").str()
+		content, err := replaceContent(n)
 		if err != nil {
 			return nil, err
 		}
@@ -73,6 +70,15 @@ func parseNormalizer(n node) ([]normalizer, error) {
 		return []normalizer{replaceRegex(f, content)}, nil
 	}
 	return nil, n.get("type").unsupported("normalizer " + typ)
+}
+
+// replaceContent checks a Replace normalizer's or decoder's keys and
+// returns its content (the replacement).
+func replaceContent(n node) (string, error) {
+	if err := n.object("type", "pattern", "content"); err != nil {
+		return "", err
+	}
+	return n.get("content").str()
 }
 
 // parsePattern reads a {"String": s} or {"Regex": r} pattern: a literal
@@ -389,10 +395,7 @@ func parseDecoder(n node) (decoder, error) {
 	case "Fuse":
 		return fuseDecoder, n.object("type")
 	case "Replace":
-		if err := n.object("type", "pattern", "content"); err != nil {
-			return nil, err
-		}
-		content, err := n.get("content").str()
+		content, err := replaceContent(n)
 		if err != nil {
 			return nil, err
 		}

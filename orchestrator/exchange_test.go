@@ -29,6 +29,8 @@ func TestManyStaleConnectionsCostNoRequest(t *testing.T) {
 			r()
 		}
 		require.Equal(t, 4, hc.ConnsCount())
+		// Only connections the server has accepted are closed below.
+		require.Eventually(t, func() bool { return w.accepted.Load() == 4 }, 5*time.Second, time.Millisecond)
 	}
 	ctxW.srv.CloseClientConnections() // the workers restart: every pooled connection is stale
 	gen.srv.CloseClientConnections()

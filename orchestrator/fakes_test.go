@@ -8,9 +8,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -32,11 +34,14 @@ type fakeWorker struct {
 	parents []string        // each request's traceparent header
 	remotes map[string]bool // the client addresses (connections) requests came on
 	handle  func(w http.ResponseWriter, body map[string]json.RawMessage)
+	// accepted counts the connections the server has taken from its
+	// listener: only those are closed by srv.CloseClientConnections.
+	accepted atomic.Int64
 }
 
 func newFakeWorker(t *testing.T, handle func(w http.ResponseWriter, body map[string]json.RawMessage)) *fakeWorker {
 	f := &fakeWorker{t: t, handle: handle, remotes: map[string]bool{}}
-	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	f.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		raw, _ := io.ReadAll(r.Body)
 		var body map[string]json.RawMessage
 		if err := json.Unmarshal(raw, &body); err != nil {
@@ -50,6 +55,12 @@ func newFakeWorker(t *testing.T, handle func(w http.ResponseWriter, body map[str
 		f.mu.Unlock()
 		f.handle(w, body)
 	}))
+	f.srv.Config.ConnState = func(_ net.Conn, state http.ConnState) {
+		if state == http.StateNew {
+			f.accepted.Add(1)
+		}
+	}
+	f.srv.Start()
 	t.Cleanup(f.srv.Close)
 	return f
 }

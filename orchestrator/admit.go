@@ -14,10 +14,14 @@ import (
 // returns at once. The wait ends early when the client leaves (499) or the
 // server begins shutting down (503). The slot is f's until it ends.
 func (o *Orchestrator) admit(f *flight, in Incoming) error {
+	if err := o.chargeTenant(f); err != nil {
+		return err
+	}
 	if o.queue == nil {
 		return nil
 	}
 	ticket := queue.Ticket{
+		Class:   f.req.Class,
 		Key:     f.req.Model,
 		Session: f.req.SessionKey,
 		User:    o.queue.Config().User(in.Header, f.req.User),
@@ -43,6 +47,10 @@ func (o *Orchestrator) admit(f *flight, in Incoming) error {
 	}
 	var rej *queue.RejectError
 	switch {
+	case errors.As(err, &rej) && errors.Is(err, queue.ErrShed):
+		return &Error{Status: http.StatusTooManyRequests, Code: "shed",
+			Message:    "overloaded: requests of class " + rej.Class + " are shed to keep higher classes within their wait; retry later",
+			RetryAfter: rej.RetryAfter(), Err: err}
 	case errors.As(err, &rej) && errors.Is(err, queue.ErrQueueFull):
 		return &Error{Status: http.StatusTooManyRequests, Code: "queue_full",
 			Message: "admission queue full: retry later", RetryAfter: rej.RetryAfter(), Err: err}

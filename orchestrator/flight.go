@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/duet-serve/duet/orchestrator/queue"
+	"github.com/duet-serve/duet/orchestrator/tenant"
 	"github.com/duet-serve/duet/router"
 	"go.uber.org/zap"
 )
@@ -24,8 +25,9 @@ type flight struct {
 	req   *Request
 	trace flightTrace // its spans; the zero value when tracing is off
 
-	slot  *queue.Slot  // nil without an admission queue
-	pair  *router.Pair // the current attempt's; nil between attempts
+	slot  *queue.Slot   // nil without an admission queue
+	grant *tenant.Grant // its tenant's limits; nil without
+	pair  *router.Pair  // the current attempt's; nil between attempts
 	route Route
 	// session is the request's session after routing (the client's, one a
 	// prefix match found, or one duet minted).
@@ -100,6 +102,7 @@ func (f *flight) end(status int, err error) {
 		f.pair = nil
 	}
 	f.slot.Release(ok)
+	f.grant.Done(f.outputTokens, f.attempts > 0)
 	f.o.record(f)
 	f.trace.end(status, err, f, f.now())
 }
@@ -142,6 +145,7 @@ func (o *Orchestrator) record(f *flight) {
 	}
 	o.metrics.events.Add(float64(f.events))
 	o.metrics.bytes.Add(float64(f.bytes))
+	o.recordTenant(f)
 	line := o.access.Check(zap.InfoLevel, "request")
 	if line == nil { // access log off: build no fields
 		return
@@ -153,8 +157,27 @@ func (o *Orchestrator) record(f *flight) {
 		zap.Int("prompt_tokens", len(f.req.Tokens)), zap.Int("cached_tokens", f.cachedTokens), zap.Int("output_tokens", f.outputTokens),
 		zap.Duration("ctx_time", f.ctxDur), zap.Duration("ttft", f.ttft), zap.Duration("total", total),
 	}
+	if t := f.req.Tenant; t != nil {
+		fields = append(fields, zap.String("tenant", t.Name))
+	}
+	if f.req.Class != "" {
+		fields = append(fields, zap.String("class", f.req.Class))
+	}
 	if f.err != nil {
 		fields = append(fields, zap.NamedError("error", f.err))
 	}
 	line.Write(fields...)
+}
+
+// recordTenant counts an ended request of a configured tenant.
+func (o *Orchestrator) recordTenant(f *flight) {
+	t := f.req.Tenant
+	if t == nil {
+		return
+	}
+	o.metrics.tenantRequests.WithLabelValues(t.Name, strconv.Itoa(f.status)).Inc()
+	if f.status == http.StatusOK {
+		o.metrics.tenantTokens.WithLabelValues(t.Name, "input").Add(float64(len(f.req.Tokens)))
+		o.metrics.tenantTokens.WithLabelValues(t.Name, "output").Add(float64(f.outputTokens))
+	}
 }

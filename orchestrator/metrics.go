@@ -21,6 +21,10 @@ type metrics struct {
 	decisions  *prometheus.CounterVec
 	cacheError prometheus.Histogram
 
+	tenantRequests *prometheus.CounterVec // tenant, status
+	tenantTokens   *prometheus.CounterVec // tenant, kind
+	tenantRejected *prometheus.CounterVec // tenant, limit
+
 	// Children bound once for the label values every request uses:
 	// WithLabelValues hashes its values and takes a lock on every call.
 	byEndpoint         [3]endpointSeries // indexed by protocol.Endpoint; 0 is unused
@@ -94,13 +98,19 @@ func newMetrics(reg prometheus.Registerer, r *router.Router, up *upstream) (*met
 		cacheError: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "duet_router_cached_tokens_error",
 			Help:    "Per request whose ctx worker the router expected to hold part of the prompt: the tokens it expected minus the cached tokens the worker reported (exact: the le=0 bucket less the le=-1 one).",
 			Buckets: []float64{-4096, -512, -64, -32, -1, 0, 32, 64, 512, 4096, 32768}}),
+		tenantRequests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "duet_tenant_requests_total",
+			Help: "Requests of configured tenants by tenant and HTTP status (429 with duet_tenant_rejected_total for their limits)."}, []string{"tenant", "status"}),
+		tenantTokens: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "duet_tenant_tokens_total",
+			Help: "Tokens of configured tenants' answered requests, by tenant and kind (input, output)."}, []string{"tenant", "kind"}),
+		tenantRejected: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "duet_tenant_rejected_total",
+			Help: "Requests refused for their tenant's limits, by tenant and limit (input_tokens_per_minute, output_tokens_per_minute, max_concurrency)."}, []string{"tenant", "limit"}),
 	}
 	m.bind()
 	if reg == nil {
 		return m, nil
 	}
 	for _, c := range []prometheus.Collector{m.requests, m.duration, m.ttft, m.ttftRoute, m.phase, m.retries, m.migrations, m.events, m.bytes,
-		m.decisions, m.cacheError, &workerCollector{router: r}, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		m.decisions, m.cacheError, m.tenantRequests, m.tenantTokens, m.tenantRejected, &workerCollector{router: r}, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "duet_upstream_connections", Help: "Open connections to workers, idle or in use."},
 			func() float64 { return float64(up.conns()) })} {
 		if err := reg.Register(c); err != nil {

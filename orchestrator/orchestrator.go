@@ -13,6 +13,7 @@ import (
 	"github.com/duet-serve/duet/orchestrator/protocol"
 	"github.com/duet-serve/duet/orchestrator/protocol/adapters"
 	"github.com/duet-serve/duet/orchestrator/queue"
+	"github.com/duet-serve/duet/orchestrator/tenant"
 	"github.com/duet-serve/duet/router"
 	"github.com/duet-serve/duet/tokenizer"
 	"github.com/prometheus/client_golang/prometheus"
@@ -35,6 +36,10 @@ type Options struct {
 	Queue *queue.Queue
 	// Tracer, when set, traces every request (see trace.go); nil: off.
 	Tracer trace.Tracer
+	// Tenants, when set, identifies each request's tenant (tenancy.go);
+	// Limits enforces their limits (nil: tenants have none).
+	Tenants *tenant.Set
+	Limits  *tenant.Limiter
 }
 
 // Orchestrator runs the request pipeline.
@@ -51,7 +56,9 @@ type Orchestrator struct {
 	now     func() time.Time
 	tracer  trace.Tracer // nil: tracing off
 	rand    func() uint64
-	queue   *queue.Queue // nil: no admission queue
+	queue   *queue.Queue    // nil: no admission queue
+	tenants *tenant.Set     // nil: no tenants
+	limits  *tenant.Limiter // nil: no tenant limits
 	// drainWait bounds the read of a worker's body after its [DONE]
 	// (relay.drain); tests lengthen it.
 	drainWait time.Duration
@@ -87,6 +94,7 @@ func New(o Options) (*Orchestrator, error) {
 	pool.OnMembershipChange(func() { up.keep(pool.All()) })
 	return &Orchestrator{cfg: o.Config, lens: o.Config.modelLens(), adapter: adapter, router: o.Router, tok: o.Tokenizer, up: up,
 		metrics: m, log: o.Log, access: o.AccessLog, now: o.Now, rand: o.Rand, queue: o.Queue, tracer: o.Tracer,
+		tenants: o.Tenants, limits: o.Limits,
 		drainWait: defaultDrainWait}, nil
 }
 
@@ -111,6 +119,9 @@ func (o *Orchestrator) Tokenizer() tokenizer.Info { return o.tok.Info() }
 func (o *Orchestrator) Handle(ctx context.Context, in Incoming) *Response {
 	tr := o.startTrace(in)
 	req, err := o.parse(in)
+	if err == nil {
+		req.Class, err = o.priorityClass(in, req.Tenant)
+	}
 	if err != nil {
 		f := &flight{o: o, ctx: ctx, trace: tr, req: &Request{Endpoint: in.Endpoint, ID: in.RequestID, Received: in.Received}}
 		return f.fail(err)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/duet-serve/duet/orchestrator/protocol"
+	"github.com/duet-serve/duet/orchestrator/tenant"
 	"github.com/duet-serve/duet/proto/disagg"
 	"github.com/duet-serve/duet/proto/openai"
 	"github.com/duet-serve/duet/tokenizer"
@@ -47,6 +48,10 @@ type Request struct {
 	// CacheSalt is the body's cache_salt: it seeds Hashes, so prompts with
 	// different salts never match (the engine keeps their caches apart).
 	CacheSalt string
+	// Tenant is the tenant the request came from (nil: none claims it).
+	Tenant *tenant.Tenant
+	// Class is its queue priority class ("": the queue's default).
+	Class string
 	// Tokens are the prompt's token ids as the workers will count them;
 	// Hashes their chained block hashes at the router's block size.
 	Tokens []int
@@ -136,8 +141,12 @@ type completionBody struct {
 // happens before any worker is called.
 func (o *Orchestrator) parse(in Incoming) (*Request, error) {
 	req := &Request{Endpoint: in.Endpoint, ID: in.RequestID, Received: in.Received}
+	t, err := o.identify(in)
+	if err != nil {
+		return nil, err
+	}
+	req.Tenant = t
 	var conv conversationFields
-	var err error
 	switch in.Endpoint {
 	case protocol.EndpointChat:
 		conv, err = o.parseChat(in.Body, req)
@@ -162,7 +171,7 @@ func (o *Orchestrator) parse(in Incoming) (*Request, error) {
 	if req.Body, err = stripInternalFields(in.Body); err != nil {
 		return nil, badRequest("", "request body must be a JSON object")
 	}
-	req.Hashes = tokenizer.SaltedBlockHashes(req.Tokens, o.router.BlockSize(), req.CacheSalt)
+	req.Hashes = tokenizer.SaltedBlockHashes(req.Tokens, o.router.BlockSize(), tenantIdentity(t, req))
 	return req, nil
 }
 

@@ -27,7 +27,7 @@ func TestQueueBackpressure(t *testing.T) {
 	}()
 	require.Eventually(t, func() bool {
 		resp, err := http.Get(d.url + "/metrics")
-		return err == nil && strings.Contains(readAll(t, resp), `duet_queue_depth{class="normal",key="meta-llama/Llama-3.1-8B-Instruct"} 1`)
+		return err == nil && strings.Contains(readAll(t, resp), `duet_queue_depth{class="normal",key="meta-llama/Llama-3.1-8B-Instruct",priority="normal"} 1`)
 	}, 5*time.Second, 20*time.Millisecond, "the second request is waiting")
 
 	code, hdr, body := d.chat(t, false, "rejected at once", "")

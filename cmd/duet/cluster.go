@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/duet-serve/duet/orchestrator/tenant"
 	"github.com/duet-serve/duet/router"
 	"github.com/duet-serve/duet/router/redisstore"
 	"github.com/duet-serve/duet/workers"
@@ -109,4 +110,13 @@ func inFleet(fleet *workers.Fleet, identity string) bool {
 		}
 	}
 	return false
+}
+
+// newTenantLimiter enforces the tenants' limits across every replica
+// through the shared store when there is one, else on this replica.
+func newTenantLimiter(cfg tenant.Config, shared *redisstore.Store) *tenant.Limiter {
+	if shared == nil {
+		return tenant.NewLimiter(cfg, nil, nil)
+	}
+	return tenant.NewLimiter(cfg, shared, nil)
 }

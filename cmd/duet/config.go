@@ -7,6 +7,7 @@ import (
 	"github.com/duet-serve/duet/orchestrator"
 	"github.com/duet-serve/duet/orchestrator/frontend"
 	"github.com/duet-serve/duet/orchestrator/queue"
+	"github.com/duet-serve/duet/orchestrator/tenant"
 	"github.com/duet-serve/duet/router"
 	"github.com/duet-serve/duet/router/redisstore"
 	"github.com/duet-serve/duet/tokenizer"
@@ -23,6 +24,7 @@ type Config struct {
 	Server       frontend.Config     `mapstructure:"server"`
 	Orchestrator orchestrator.Config `mapstructure:"orchestrator"`
 	Queue        queue.Config        `mapstructure:"queue"`
+	Tenants      tenant.Config       `mapstructure:"tenants"`
 	Router       router.Config       `mapstructure:"router"`
 	Cluster      redisstore.Config   `mapstructure:"cluster"`
 	Tokenizer    tokenizer.Config    `mapstructure:"tokenizer"`
@@ -38,6 +40,7 @@ func defaultConfig() Config {
 		Server:       frontend.Defaults(),
 		Orchestrator: orchestrator.Defaults(),
 		Queue:        queue.Defaults(),
+		Tenants:      tenant.Defaults(),
 		Router:       router.Defaults(),
 		Cluster:      redisstore.Defaults(),
 		Tokenizer:    tokenizer.Defaults(),
@@ -60,6 +63,7 @@ func (c Config) Validate() error {
 		{"server", c.Server},
 		{"orchestrator", c.Orchestrator},
 		{"queue", c.Queue},
+		{"tenants", c.Tenants},
 		{"router", c.Router},
 		{"cluster", c.Cluster},
 		{"tokenizer", c.Tokenizer},
@@ -69,6 +73,22 @@ func (c Config) Validate() error {
 	for _, s := range sections {
 		if err := s.v.Validate(); err != nil {
 			return fmt.Errorf("config: %s.%w", s.name, err)
+		}
+	}
+	return c.checkTenantClasses()
+}
+
+// checkTenantClasses checks that every tenant's class is a queue class,
+// and that the queue that orders by class is on.
+func (c Config) checkTenantClasses() error {
+	for i, t := range c.Tenants.Tenants {
+		switch {
+		case t.Class == "":
+		case !c.Queue.Enabled:
+			return fmt.Errorf("config: tenants.list[%d].class: priority classes need the admission queue (queue.enabled: true)", i)
+		case !c.Queue.HasClass(t.Class):
+			return fmt.Errorf("config: tenants.list[%d].class: %q is not a queue class (valid: %s)", i, t.Class,
+				strings.Join(c.Queue.ClassNames(), ", "))
 		}
 	}
 	return nil

@@ -38,7 +38,7 @@ func TestConfigPrecedence(t *testing.T) {
 
 func TestConfigErrorsNameTheKey(t *testing.T) {
 	cases := []struct{ name, yaml, want string }{
-		{"unknown top-level", "sever: {port: 1}\n", "config: unknown key sever.port (valid keys in top level: cluster, fleet, log, orchestrator, queue, router, server, sim, tokenizer, tracing)"},
+		{"unknown top-level", "sever: {port: 1}\n", "config: unknown key sever.port (valid keys in top level: cluster, fleet, log, orchestrator, queue, router, server, sim, tenants, tokenizer, tracing)"},
 		{"unknown nested", "server: {prot: 1}\n", "config: unknown key server.prot (valid keys in server: admin_token, debug_address, host, idle_timeout, max_body_bytes, max_concurrency, max_header_bytes, port, read_timeout)"},
 		{"camelCase", "server: {maxBodyBytes: 1}\n", "unknown key server.maxbodybytes"},
 		{"bad enum", "router: {policy: random}\n", `config: router.policy: unknown policy "random" (valid: conversation, round-robin, least-load, consistent-hash, kv-aware)`},
@@ -51,6 +51,18 @@ func TestConfigErrorsNameTheKey(t *testing.T) {
 		{"duration without a unit", "server: {read_timeout: 10}\n", "config: server.read_timeout: a duration needs a unit (for example 10s or 10ms), got 10"},
 		{"bad cluster state", "cluster: {state: etcd}\n", `config: cluster.state: must be local or redis, got "etcd"`},
 		{"bad redis address", "cluster: {state: redis, redis: {address: redis}}\n", `config: cluster.redis.address: must be host:port, got "redis"`},
+		{"unknown class key", "queue: {classes: [{name: a, wait: 1s}]}\n", "queue.classes[0]: has invalid keys: wait"},
+		{"class max_wait without unit", "queue: {classes: [{name: a, max_wait: 5}], default_class: a}\n", "queue.classes[0].max_wait: a duration needs a unit"},
+		{"bad default class", "queue: {default_class: urgent}\n", `config: queue.default_class: "urgent" is not a class (valid: high, normal, low)`},
+		{"tenant class without queue", "tenants: {list: [{name: a, api_keys: [sk-aaaaaaaa], class: high}]}\n",
+			"config: tenants.list[0].class: priority classes need the admission queue (queue.enabled: true)"},
+		{"unknown tenant class", "queue: {enabled: true}\ntenants: {list: [{name: a, class: urgent}]}\n",
+			`config: tenants.list[0].class: "urgent" is not a queue class (valid: high, normal, low)`},
+		{"unknown tenant key", "tenants: {list: [{name: a, rpm: 5}]}\n", "tenants.list[0]: has invalid keys: rpm"},
+		{"duplicate api key", "tenants: {list: [{name: a, api_keys: [sk-aaaaaaaa]}, {name: b, api_keys: [sk-aaaaaaaa]}]}\n",
+			`config: tenants.list[1].api_keys: a key of "b" is also a key of "a"`},
+		{"short api key", "tenants: {list: [{name: a, api_keys: [sk]}]}\n", "config: tenants.list[0].api_keys: a key must be at least 8 characters without spaces"},
+		{"require key without tenants", "tenants: {require_key: true}\n", "config: tenants.require_key: no tenant is listed in list, every request would be refused"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

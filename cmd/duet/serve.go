@@ -12,6 +12,7 @@ import (
 	"github.com/duet-serve/duet/orchestrator"
 	"github.com/duet-serve/duet/orchestrator/frontend"
 	"github.com/duet-serve/duet/orchestrator/queue"
+	"github.com/duet-serve/duet/orchestrator/tenant"
 	"github.com/duet-serve/duet/router"
 	"github.com/duet-serve/duet/router/kvfeed"
 	"github.com/duet-serve/duet/router/kvindex"
@@ -112,7 +113,11 @@ func runServe(ctx context.Context, cfg Config, log *zap.Logger) error {
 		return err
 	}
 	defer stopTracing()
-	srv, rt, err := buildFrontend(cfg, log, access, tok, reg, q, tracer, admin{fleet: fleet, sync: ps, shared: shared})
+	limits := newTenantLimiter(cfg.Tenants, shared)
+	limitsDone := make(chan struct{})
+	go func() { defer close(limitsDone); limits.Run(syncCtx.Done()) }()
+	defer func() { cancelSync(); <-limitsDone }()
+	srv, rt, err := buildFrontend(cfg, log, access, tok, reg, q, limits, tracer, admin{fleet: fleet, sync: ps, shared: shared})
 	if err != nil {
 		return err
 	}
@@ -138,7 +143,7 @@ func listen(cfg frontend.Config) (net.Listener, error) {
 }
 
 func buildFrontend(cfg Config, log, access *zap.Logger, tok *tokenizer.Tokenizer, reg *prometheus.Registry, q *queue.Queue,
-	tracer trace.Tracer, a admin) (*frontend.Server, *router.Router, error) {
+	limits *tenant.Limiter, tracer trace.Tracer, a admin) (*frontend.Server, *router.Router, error) {
 	pool := a.sync.pool
 	rt, err := router.New(pool, cfg.Router, nil)
 	if err != nil {
@@ -151,7 +156,7 @@ func buildFrontend(cfg Config, log, access *zap.Logger, tok *tokenizer.Tokenizer
 	ocfg := cfg.Orchestrator
 	ocfg.Models = servedModels(cfg)
 	orch, err := orchestrator.New(orchestrator.Options{Config: ocfg, Router: rt, Tokenizer: tok, Log: log,
-		AccessLog: access, Registry: reg, Queue: q, Tracer: tracer})
+		AccessLog: access, Registry: reg, Queue: q, Tracer: tracer, Tenants: tenant.NewSet(cfg.Tenants), Limits: limits})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -2,6 +2,9 @@ package queue
 
 import (
 	"context"
+	"fmt"
+	"strings"
+	"time"
 )
 
 // Ticket describes a request asking for admission.
@@ -18,6 +21,9 @@ type Ticket struct {
 	// Tokens is the request's size for fairness, e.g. prompt plus expected
 	// output tokens (values below 1 count as 1).
 	Tokens int
+	// Class is the request's priority class ("" for default_class); an
+	// unknown class is an error (check it with Config.HasClass first).
+	Class string
 }
 
 // Acquire admits t and returns its slot, which the caller must Release on
@@ -26,7 +32,10 @@ type Ticket struct {
 // otherwise it blocks until Release or capacity growth admits t. It returns:
 //   - a *RejectError wrapping ErrQueueFull at once when max_queue_length
 //     requests of the key are already waiting;
-//   - a *RejectError wrapping ErrWaitTimeout after max_wait;
+//   - a *RejectError wrapping ErrWaitTimeout after its class's max_wait;
+//   - a *RejectError wrapping ErrShed, at once or while waiting, when its
+//     predicted wait exceeds its class's max_wait, or when the queue is
+//     full and a request of a higher class arrives (priority.go);
 //   - ctx.Err() when ctx ends first (nothing is held then, even if an
 //     admission raced with the cancellation).
 //
@@ -40,21 +49,24 @@ func (q *Queue) Acquire(ctx context.Context, t Ticket) (*Slot, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	w, slot, err := q.enqueue(t)
+	priority, ok := q.priorities[t.Class]
+	if !ok {
+		return nil, fmt.Errorf("queue: unknown priority class %q (valid: %s)", t.Class, strings.Join(q.cfg.ClassNames(), ", "))
+	}
+	w, slot, err := q.enqueue(t, priority)
 	if w == nil {
 		return slot, err
 	}
-	stop := q.afterFunc(q.cfg.MaxWait, func() { q.expire(w) })
 	select {
 	case <-w.done:
 	case <-ctx.Done():
 	}
-	stop()
+	w.stop()
 	return q.settle(ctx, w)
 }
 
 // enqueue admits t at once (slot), rejects it (err), or queues it (w).
-func (q *Queue) enqueue(t Ticket) (w *waiter, slot *Slot, err error) {
+func (q *Queue) enqueue(t Ticket, priority int) (w *waiter, slot *Slot, err error) {
 	now := q.now()
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -67,25 +79,30 @@ func (q *Queue) enqueue(t Ticket) (w *waiter, slot *Slot, err error) {
 	if h := k.holds[t.Session]; t.Session != "" && h != nil {
 		h.stop()
 		delete(k.holds, t.Session)
-		slot = q.grantLocked(k, t, class, 0, now)
+		slot = q.grantLocked(k, t, priority, class, 0, now)
 		q.syncGaugesLocked(k)
 		return nil, slot, nil
 	}
 	q.seq++
-	w = &waiter{ticket: t, class: class, seq: q.seq, enqueued: now, done: make(chan struct{})}
+	w = &waiter{ticket: t, priority: priority, class: class, seq: q.seq, enqueued: now, done: make(chan struct{})}
 	if q.usage != nil {
 		w.bucket = t.User
 	}
 	k.push(w)
 	q.admitLocked(k, now)
-	switch {
-	case w.state == stateAdmitted:
+	if w.state == stateAdmitted {
 		return nil, w.slot, nil
-	case k.waiting() > q.cfg.MaxQueueLength:
+	}
+	if k.waiting() > q.cfg.MaxQueueLength && !q.shedLowerLocked(k, w, now) {
 		k.remove(w)
 		q.syncGaugesLocked(k)
-		return nil, nil, q.rejectLocked(k, ErrQueueFull, reasonQueueFull, 0, now)
+		return nil, nil, q.rejectLocked(k, w, ErrQueueFull, reasonQueueFull, now)
 	}
+	q.shedLateLocked(k, now)
+	if w.state == stateExpired {
+		return nil, nil, w.err
+	}
+	w.stop = q.afterFunc(q.cfg.classMaxWait(priority), func() { q.expire(w) })
 	return w, nil, nil
 }
 
@@ -97,10 +114,14 @@ func (q *Queue) expire(w *waiter) {
 	if w.state != stateWaiting {
 		return
 	}
-	k := q.keys[w.ticket.Key]
+	q.turnAwayLocked(q.keys[w.ticket.Key], w, ErrWaitTimeout, reasonMaxWait, now)
+}
+
+// turnAwayLocked takes waiting w out of k and rejects it.
+func (q *Queue) turnAwayLocked(k *keyState, w *waiter, err error, reason string, now time.Time) {
 	k.remove(w)
 	w.state = stateExpired
-	w.err = q.rejectLocked(k, ErrWaitTimeout, reasonMaxWait, now.Sub(w.enqueued), now)
+	w.err = q.rejectLocked(k, w, err, reason, now)
 	q.syncGaugesLocked(k)
 	close(w.done)
 }

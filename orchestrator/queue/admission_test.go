@@ -20,7 +20,7 @@ func TestImmediateAdmission(t *testing.T) {
 	}
 	require.Equal(t, 0, h.clock.pending(), "an idle admission must not arm a timer")
 	require.Equal(t, Stats{Admitted: 8, Capacity: 8}, h.q.Stats("m"))
-	require.Equal(t, 8.0, metricValue(t, h.reg, "duet_queue_wait_seconds", map[string]string{"class": "normal"}))
+	require.Equal(t, 8.0, metricValue(t, h.reg, "duet_queue_wait_seconds", map[string]string{"class": "normal", "priority": "normal"}))
 	require.Equal(t, 8.0, metricValue(t, h.reg, "duet_queue_inflight", map[string]string{"key": "m"}))
 }
 

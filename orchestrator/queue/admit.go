@@ -9,7 +9,7 @@ import (
 func (q *Queue) keyLocked(key string) *keyState {
 	k := q.keys[key]
 	if k == nil {
-		k = newKeyState(key)
+		k = newKeyState(key, len(q.cfg.Classes))
 		q.keys[key] = k
 	}
 	return k
@@ -40,7 +40,7 @@ func (q *Queue) admitLocked(k *keyState, now time.Time) {
 		}
 		k.remove(w)
 		w.state = stateAdmitted
-		w.slot = q.grantLocked(k, w.ticket, w.class, now.Sub(w.enqueued), now)
+		w.slot = q.grantLocked(k, w.ticket, w.priority, w.class, now.Sub(w.enqueued), now)
 		close(w.done)
 	}
 	q.syncGaugesLocked(k)
@@ -56,23 +56,26 @@ func (q *Queue) bucketUsage(now time.Time) func(string) float64 {
 }
 
 // grantLocked gives t a slot of k: accounting, fairness charge, metrics.
-func (q *Queue) grantLocked(k *keyState, t Ticket, class string, waited time.Duration, now time.Time) *Slot {
+func (q *Queue) grantLocked(k *keyState, t Ticket, priority int, class string, waited time.Duration, now time.Time) *Slot {
 	k.admitted++
 	k.grants++
 	if q.usage != nil {
 		q.usage.charge(t.User, t.Tokens, now)
 	}
-	q.metrics.admitted.WithLabelValues(k.key, class).Inc()
-	q.metrics.wait.WithLabelValues(class).Observe(waited.Seconds())
+	name := q.cfg.Classes[priority].Name
+	q.metrics.admitted.WithLabelValues(k.key, class, name).Inc()
+	q.metrics.wait.WithLabelValues(class, name).Observe(waited.Seconds())
 	return &Slot{q: q, k: k, session: t.Session, admittedAt: now}
 }
 
-// rejectLocked builds the rejection of a request that found waiting others
-// ahead of it, and counts it.
-func (q *Queue) rejectLocked(k *keyState, err error, reason string, waited time.Duration, now time.Time) *RejectError {
-	q.metrics.rejected.WithLabelValues(k.key, reason).Inc()
+// rejectLocked builds the rejection of w (already out of k's queue), and
+// counts it.
+func (q *Queue) rejectLocked(k *keyState, w *waiter, err error, reason string, now time.Time) *RejectError {
+	class := q.cfg.Classes[w.priority].Name
+	q.metrics.rejected.WithLabelValues(k.key, reason, class).Inc()
 	n := k.waiting()
-	return &RejectError{Key: k.key, Waiting: n, Waited: waited, err: err, retryAfter: q.retryAfterLocked(k, n+1, now)}
+	return &RejectError{Key: k.key, Class: class, Waiting: n, Waited: now.Sub(w.enqueued), err: err,
+		retryAfter: q.retryAfterLocked(k, k.ahead(w.priority)+1, now)}
 }
 
 // retryAfterLocked estimates when a request at position (1-based) in k's
@@ -93,8 +96,11 @@ func (q *Queue) retryAfterLocked(k *keyState, position int, now time.Time) time.
 
 // syncGaugesLocked publishes k's depth and in-flight gauges.
 func (q *Queue) syncGaugesLocked(k *keyState) {
-	q.metrics.depth.WithLabelValues(k.key, classBoosted).Set(float64(k.boosted.Len()))
-	q.metrics.depth.WithLabelValues(k.key, classNormal).Set(float64(k.nNormal))
+	for i, b := range k.bands {
+		name := q.cfg.Classes[i].Name
+		q.metrics.depth.WithLabelValues(k.key, classBoosted, name).Set(float64(b.boosted.Len()))
+		q.metrics.depth.WithLabelValues(k.key, classNormal, name).Set(float64(b.nNormal))
+	}
 	q.metrics.inflight.WithLabelValues(k.key).Set(float64(k.admitted))
 	q.metrics.held.WithLabelValues(k.key).Set(float64(len(k.holds)))
 }

@@ -68,6 +68,23 @@ type Config struct {
 	// (default vllm:num_requests_waiting); samples of every label set are
 	// summed.
 	WaitingMetric string `mapstructure:"waiting_metric" help:"worker gauge of requests waiting in the engine"`
+	// Classes are the priority classes, highest first (default high,
+	// normal, low). A key's waiters of a higher class are always admitted
+	// before those of a lower one; see priority.go.
+	Classes []Class `mapstructure:"classes"`
+	// DefaultClass is the class of a request that names none (default
+	// normal).
+	DefaultClass string `mapstructure:"default_class" help:"priority class of requests that name none"`
+}
+
+// Class is one priority class of queue.classes.
+type Class struct {
+	// Name is what requests and tenants call the class (a metric label).
+	Name string `mapstructure:"name"`
+	// MaxWait is the longest a request of the class waits (0: queue
+	// max_wait). A waiting request whose predicted wait exceeds it is
+	// shed at once with 429, lowest class first.
+	MaxWait time.Duration `mapstructure:"max_wait"`
 }
 
 // Defaults returns the default configuration.
@@ -83,6 +100,8 @@ func Defaults() Config {
 		ScrapeInterval:    time.Second,
 		MetricsStaleness:  5 * time.Second,
 		WaitingMetric:     "vllm:num_requests_waiting",
+		Classes:           []Class{{Name: "high"}, {Name: "normal"}, {Name: "low"}},
+		DefaultClass:      "normal",
 	}
 }
 
@@ -127,7 +146,70 @@ func (c Config) Validate() error {
 		return fmt.Errorf("metrics_staleness: must be >= scrape_interval (%s) with respect_worker_queue, got %s",
 			c.ScrapeInterval, c.MetricsStaleness)
 	}
+	return c.validateClasses()
+}
+
+// validateClasses checks classes and default_class.
+func (c Config) validateClasses() error {
+	if len(c.Classes) == 0 {
+		return fmt.Errorf("classes: at least one class is needed")
+	}
+	seen := map[string]bool{}
+	for i, cl := range c.Classes {
+		switch {
+		case !validClassName(cl.Name):
+			return fmt.Errorf("classes[%d].name: %q is not a class name (letters, digits, '_' and '-', at most 32)", i, cl.Name)
+		case seen[cl.Name]:
+			return fmt.Errorf("classes[%d].name: %q is listed twice", i, cl.Name)
+		case cl.MaxWait < 0:
+			return fmt.Errorf("classes[%d].max_wait: must be >= 0, got %s", i, cl.MaxWait)
+		}
+		seen[cl.Name] = true
+	}
+	if !seen[c.DefaultClass] {
+		return fmt.Errorf("default_class: %q is not a class (valid: %s)", c.DefaultClass, strings.Join(c.ClassNames(), ", "))
+	}
 	return nil
+}
+
+// ClassNames lists the priority classes, highest first.
+func (c Config) ClassNames() []string {
+	names := make([]string, len(c.Classes))
+	for i, cl := range c.Classes {
+		names[i] = cl.Name
+	}
+	return names
+}
+
+// HasClass reports whether name is one of the priority classes.
+func (c Config) HasClass(name string) bool {
+	for _, cl := range c.Classes {
+		if cl.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// classMaxWait returns the max_wait of class i.
+func (c Config) classMaxWait(i int) time.Duration {
+	if d := c.Classes[i].MaxWait; d > 0 {
+		return d
+	}
+	return c.MaxWait
+}
+
+// validClassName reports whether s is 1-32 letters, digits, '_' or '-'.
+func validClassName(s string) bool {
+	if s == "" || len(s) > 32 {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-') {
+			return false
+		}
+	}
+	return true
 }
 
 // User returns the user a request is charged to for fairness: the value of

@@ -29,6 +29,12 @@ func TestConfigValidate(t *testing.T) {
 		{"user header", func(c *Config) { c.UserHeader = "X User" }, `user_header: "X User" is not a header name`},
 		{"metric name", func(c *Config) { c.WaitingMetric = "9waiting" }, `waiting_metric: "9waiting" is not a Prometheus metric name`},
 		{"empty metric", func(c *Config) { c.WaitingMetric = "" }, `waiting_metric: "" is not a Prometheus metric name`},
+		{"no classes", func(c *Config) { c.Classes = nil }, "classes: at least one class is needed"},
+		{"class name", func(c *Config) { c.Classes[1].Name = "a b" },
+			`classes[1].name: "a b" is not a class name (letters, digits, '_' and '-', at most 32)`},
+		{"class twice", func(c *Config) { c.Classes[2].Name = "high" }, `classes[2].name: "high" is listed twice`},
+		{"class max wait", func(c *Config) { c.Classes[0].MaxWait = -time.Second }, "classes[0].max_wait: must be >= 0, got -1s"},
+		{"default class", func(c *Config) { c.DefaultClass = "urgent" }, `default_class: "urgent" is not a class (valid: high, normal, low)`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

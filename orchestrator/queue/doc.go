@@ -10,12 +10,15 @@
 // scraped waiting-queue gauge (vllm:num_requests_waiting) is above zero adds
 // no capacity; a gauge older than metrics_staleness is ignored.
 //
-// Order: requests of a session whose previous turn completed within
-// session_boost_ttl form the "boosted" class and go first; the rest form the
-// "normal" class. Each class is FIFO, except that with fairness: user the
-// normal class goes to the user with the least recent (exponentially
-// decaying) token usage first. With grace_period, a slot freed by a
-// completed turn is held for that session's next turn for a short while.
+// Order: every request has a priority class (queue.classes, highest
+// first); a key admits all waiters of a higher class before any of a lower
+// one, and sheds the lowest class first under overload (priority.go).
+// Within a class, requests of a session whose previous turn completed
+// within session_boost_ttl are "boosted" and go first; the rest are
+// "normal". Boosted turns are FIFO; with fairness: user the normal ones go
+// to the user with the least recent (exponentially decaying) token usage
+// first, else FIFO. With grace_period, a slot freed by a completed turn is
+// held for that session's next turn for a short while.
 //
 // Admission is event-driven: Acquire admits at once when the key has room,
 // and every Release admits as many waiting requests as there are free slots,

@@ -7,10 +7,10 @@ import "github.com/prometheus/client_golang/prometheus"
 // not here: admission happens before routing picks a worker, and the
 // router's duet_worker_inflight already reports them.
 type metrics struct {
-	depth        *prometheus.GaugeVec     // key, class
-	wait         *prometheus.HistogramVec // class
-	admitted     *prometheus.CounterVec   // key, class
-	rejected     *prometheus.CounterVec   // key, reason
+	depth        *prometheus.GaugeVec     // key, class, priority
+	wait         *prometheus.HistogramVec // class, priority
+	admitted     *prometheus.CounterVec   // key, class, priority
+	rejected     *prometheus.CounterVec   // key, reason, priority
 	cancelled    *prometheus.CounterVec   // key
 	inflight     *prometheus.GaugeVec     // key
 	held         *prometheus.GaugeVec     // key
@@ -23,13 +23,13 @@ var waitBuckets = []float64{0, .005, .025, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
 		depth: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "duet_queue_depth",
-			Help: "Requests waiting for admission, by queue key and class (boosted, normal)."}, []string{"key", "class"}),
+			Help: "Requests waiting for admission, by queue key, turn class (boosted, normal) and priority class."}, []string{"key", "class", "priority"}),
 		wait: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "duet_queue_wait_seconds",
-			Help: "Time from arrival to admission of admitted requests, by class.", Buckets: waitBuckets}, []string{"class"}),
+			Help: "Time from arrival to admission of admitted requests, by turn class and priority class.", Buckets: waitBuckets}, []string{"class", "priority"}),
 		admitted: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "duet_queue_admitted_total",
-			Help: "Requests admitted, by queue key and class."}, []string{"key", "class"}),
+			Help: "Requests admitted, by queue key, turn class and priority class."}, []string{"key", "class", "priority"}),
 		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "duet_queue_rejected_total",
-			Help: "Requests rejected, by queue key and reason (queue_full, max_wait)."}, []string{"key", "reason"}),
+			Help: "Requests rejected, by queue key, reason (queue_full, max_wait, shed) and priority class."}, []string{"key", "reason", "priority"}),
 		cancelled: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "duet_queue_cancelled_total",
 			Help: "Requests whose client went away while waiting (also those admitted at that moment, whose slot was given back at once), by queue key."}, []string{"key"}),
 		inflight: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "duet_queue_inflight",

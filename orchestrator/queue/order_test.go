@@ -38,11 +38,11 @@ func TestOrdering(t *testing.T) {
 		h.acquireAsync(t, ctx, "n2", Ticket{Key: "m"}, out)
 		h.acquireAsync(t, ctx, "b2", Ticket{Key: "m", Session: "s2"}, out)
 		h.acquireAsync(t, ctx, "n3", Ticket{Key: "m", Session: "y"}, out)
-		require.Equal(t, 2.0, metricValue(t, h.reg, "duet_queue_depth", map[string]string{"key": "m", "class": "boosted"}))
-		require.Equal(t, 3.0, metricValue(t, h.reg, "duet_queue_depth", map[string]string{"key": "m", "class": "normal"}))
+		require.Equal(t, 2.0, metricValue(t, h.reg, "duet_queue_depth", map[string]string{"key": "m", "class": "boosted", "priority": "normal"}))
+		require.Equal(t, 3.0, metricValue(t, h.reg, "duet_queue_depth", map[string]string{"key": "m", "class": "normal", "priority": "normal"}))
 		require.Equal(t, []string{"b1", "b2", "n1", "n2", "n3"}, drainOrder(t, blocker, 5, out))
 		require.Equal(t, 2.0, metricValue(t, h.reg, "duet_queue_boosted_total", map[string]string{"key": "m"}))
-		require.Equal(t, 2.0, metricValue(t, h.reg, "duet_queue_admitted_total", map[string]string{"key": "m", "class": "boosted"}))
+		require.Equal(t, 2.0, metricValue(t, h.reg, "duet_queue_admitted_total", map[string]string{"key": "m", "class": "boosted", "priority": "normal"}))
 	})
 
 	t.Run("boost expires after session_boost_ttl", func(t *testing.T) {

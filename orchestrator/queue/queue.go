@@ -51,6 +51,9 @@ type Queue struct {
 	now       func() time.Time
 	afterFunc func(time.Duration, func()) func() bool
 	metrics   *metrics
+	// priorities maps each class name, and "" for default_class, to its
+	// index in cfg.Classes (0 highest). Read-only after New.
+	priorities map[string]int
 
 	// mu guards the fields below and every keyState, waiter and Slot.
 	mu      sync.Mutex
@@ -77,6 +80,11 @@ func New(cfg Config, pool *router.Pool, opts Options) (*Queue, error) {
 		log: opts.Log, now: opts.Now, keys: map[string]*keyState{},
 		boost: newBoostTable(cfg.SessionBoostTTL, cfg.BoostSessions), samples: map[*router.Endpoint]sample{},
 		scrapeFailed: map[string]bool{}}
+	q.priorities = map[string]int{}
+	for i, cl := range cfg.Classes {
+		q.priorities[cl.Name] = i
+	}
+	q.priorities[""] = q.priorities[cfg.DefaultClass]
 	if q.role == "" {
 		q.role = disagg.RoleGeneration
 	}
@@ -160,7 +168,8 @@ func (q *Queue) Recheck() {
 
 // Stats is a snapshot of one key's queue.
 type Stats struct {
-	// Boosted and Normal are the requests waiting in each class.
+	// Boosted and Normal are the requests waiting in each turn class, over
+	// every priority class.
 	Boosted, Normal int
 	// Admitted is the slots granted and not released.
 	Admitted int
@@ -181,7 +190,11 @@ func (q *Queue) Stats(key string) Stats {
 	defer q.mu.Unlock()
 	st := Stats{Capacity: q.capacityLocked(key, now)}
 	if k := q.keys[key]; k != nil {
-		st.Boosted, st.Normal, st.Admitted, st.Held = k.boosted.Len(), k.nNormal, k.admitted, len(k.holds)
+		st.Admitted, st.Held = k.admitted, len(k.holds)
+		for _, b := range k.bands {
+			st.Boosted += b.boosted.Len()
+			st.Normal += b.nNormal
+		}
 	}
 	return st
 }

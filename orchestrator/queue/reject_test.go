@@ -28,7 +28,7 @@ func TestMaxQueueLength(t *testing.T) {
 	require.Equal(t, 2, rej.Waiting)
 	// No release yet: 1s per round of capacity 1, position 3.
 	require.Equal(t, 3*time.Second, rej.RetryAfter())
-	require.Equal(t, 1.0, metricValue(t, h.reg, "duet_queue_rejected_total", map[string]string{"key": "m", "reason": "queue_full"}))
+	require.Equal(t, 1.0, metricValue(t, h.reg, "duet_queue_rejected_total", map[string]string{"key": "m", "reason": "queue_full", "priority": "normal"}))
 	require.Equal(t, Stats{Normal: 2, Admitted: 1, Capacity: 1}, h.q.Stats("m"))
 
 	first.Release(false)
@@ -76,7 +76,7 @@ func TestMaxWait(t *testing.T) {
 		want := map[string]time.Duration{"w1": 8 * time.Second, "w2": 4 * time.Second}[r.name]
 		require.Equal(t, want, rej.RetryAfter(), r.name)
 	}
-	require.Equal(t, 2.0, metricValue(t, h.reg, "duet_queue_rejected_total", map[string]string{"key": "m", "reason": "max_wait"}))
+	require.Equal(t, 2.0, metricValue(t, h.reg, "duet_queue_rejected_total", map[string]string{"key": "m", "reason": "max_wait", "priority": "normal"}))
 	require.Equal(t, Stats{Admitted: 1, Capacity: 1}, h.q.Stats("m"))
 	first.Release(false)
 	require.Equal(t, 0, h.clock.pending(), "no timer outlives its Acquire")
@@ -123,7 +123,7 @@ func TestCancelledWhileWaiting(t *testing.T) {
 func TestAdmittedAsClientLeaves(t *testing.T) {
 	h := newHarness(t, testConfig(), genPool(1), Options{})
 	first := h.mustAcquire(t, Ticket{Key: "m"})
-	w, slot, err := h.q.enqueue(Ticket{Key: "m"})
+	w, slot, err := h.q.enqueue(Ticket{Key: "m"}, 1)
 	require.NoError(t, err)
 	require.Nil(t, slot)
 	ctx, cancel := context.WithCancel(context.Background())

@@ -64,7 +64,9 @@ func TestReleaseOnEveryPath(t *testing.T) {
 				require.Equal(t, grants, releases, "key %s: admitted == released", key)
 				require.NotZero(t, grants)
 				for _, class := range []string{classBoosted, classNormal} {
-					admitted += metricValue(t, reg, "duet_queue_admitted_total", map[string]string{"key": key, "class": class})
+					for _, priority := range cfg.ClassNames() {
+						admitted += metricValue(t, reg, "duet_queue_admitted_total", map[string]string{"key": key, "class": class, "priority": priority})
+					}
 				}
 				admitted -= float64(grants)
 			}
@@ -86,10 +88,11 @@ func stressOnce(t *testing.T, q *Queue, rng *rand.Rand) {
 		defer stop.Stop()
 	}
 	tk := Ticket{Key: []string{"a", "b"}[rng.IntN(2)], Session: []string{"", "s1", "s2", "s3", "s4"}[rng.IntN(5)],
-		User: []string{"", "u1", "u2"}[rng.IntN(3)], Tokens: rng.IntN(2000)}
+		User: []string{"", "u1", "u2"}[rng.IntN(3)], Tokens: rng.IntN(2000), Class: []string{"", "high", "low"}[rng.IntN(3)]}
 	s, err := q.Acquire(ctx, tk)
 	if err != nil {
-		assert.True(t, errors.Is(err, context.Canceled) || errors.Is(err, ErrWaitTimeout) || errors.Is(err, ErrQueueFull), "%v", err)
+		assert.True(t, errors.Is(err, context.Canceled) || errors.Is(err, ErrWaitTimeout) || errors.Is(err, ErrQueueFull) ||
+			errors.Is(err, ErrShed), "%v", err)
 		assert.Nil(t, s)
 		return
 	}

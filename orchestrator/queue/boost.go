@@ -1,13 +1,17 @@
 package queue
 
-import "time"
+import (
+	"time"
+
+	"github.com/hashicorp/golang-lru/v2/simplelru"
+)
 
 // boostTable remembers when each session's last turn completed, bounded by
 // an LRU (oldest completion forgotten first) and a TTL. Not goroutine-safe:
 // the Queue's mutex guards it.
 type boostTable struct {
 	ttl time.Duration // 0: boosting off
-	lru *lru[time.Time]
+	lru *simplelru.LRU[string, time.Time]
 }
 
 func newBoostTable(ttl time.Duration, max int) *boostTable {
@@ -20,12 +24,12 @@ func (b *boostTable) boosted(session string, now time.Time) bool {
 	if b.ttl <= 0 || session == "" {
 		return false
 	}
-	at, ok := b.lru.peek(session)
+	at, ok := b.lru.Peek(session)
 	if !ok {
 		return false
 	}
 	if now.Sub(at) > b.ttl {
-		b.lru.remove(session)
+		b.lru.Remove(session)
 		return false
 	}
 	return true
@@ -37,12 +41,12 @@ func (b *boostTable) completed(session string, now time.Time) {
 	if b.ttl <= 0 || session == "" {
 		return
 	}
-	b.lru.put(session, now)
+	b.lru.Add(session, now)
 	for {
-		key, at, ok := b.lru.oldest()
+		key, at, ok := b.lru.GetOldest()
 		if !ok || now.Sub(at) <= b.ttl {
 			return
 		}
-		b.lru.remove(key)
+		b.lru.Remove(key)
 	}
 }

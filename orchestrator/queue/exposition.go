@@ -10,6 +10,13 @@ import (
 // gaugeValue returns the sum of every sample of metric name in a Prometheus
 // text exposition (one sample per label set, e.g. per model). It is an
 // error when name has no sample with a number.
+//
+// It scans lines rather than using prometheus/common's expfmt, which
+// builds every family of the page: a scrape runs every scrape_interval for
+// each worker, and on a 188-line vLLM page (BenchmarkGaugeValue and
+// BenchmarkGaugeValueExpfmt, `go test -run '^$' -bench GaugeValue -benchmem
+// ./orchestrator/queue/`, 2 shared cores, 2026-11-27) the scan takes 7-10 µs
+// and 1 allocation, expfmt 0.56-0.60 ms, 142 KiB and 4,385 allocations.
 func gaugeValue(text, name string) (float64, error) {
 	sum, found := 0.0, false
 	for line := range strings.Lines(text) {

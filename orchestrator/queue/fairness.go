@@ -3,6 +3,8 @@ package queue
 import (
 	"math"
 	"time"
+
+	"github.com/hashicorp/golang-lru/v2/simplelru"
 )
 
 // maxUsers bounds the users whose usage fairness remembers; the least
@@ -14,7 +16,7 @@ const maxUsers = 100000
 // only charges do. Not goroutine-safe: the Queue's mutex guards it.
 type usageTable struct {
 	halfLife time.Duration
-	lru      *lru[usage]
+	lru      *simplelru.LRU[string, usage]
 }
 
 type usage struct {
@@ -28,7 +30,7 @@ func newUsageTable(halfLife time.Duration) *usageTable {
 
 // value returns user's decayed usage at now (0 for an unknown user).
 func (u *usageTable) value(user string, now time.Time) float64 {
-	e, ok := u.lru.peek(user)
+	e, ok := u.lru.Peek(user)
 	if !ok {
 		return 0
 	}
@@ -42,5 +44,5 @@ func (u *usageTable) value(user string, now time.Time) float64 {
 // charge adds tokens (at least 1, so that requests count too) to user's
 // usage at now.
 func (u *usageTable) charge(user string, tokens int, now time.Time) {
-	u.lru.put(user, usage{tokens: u.value(user, now) + float64(max(tokens, 1)), at: now})
+	u.lru.Add(user, usage{tokens: u.value(user, now) + float64(max(tokens, 1)), at: now})
 }

@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
 	"github.com/duet-serve/duet/orchestrator/protocol"
 )
 
@@ -90,71 +93,26 @@ func positive(v string) (int64, bool) {
 }
 
 // cacheInfoSeries returns the label sets of the page's cacheInfoMetric
-// samples, in the Prometheus text exposition format (version 0.0.4).
+// samples, in the Prometheus text exposition format (version 0.0.4, what
+// vLLM serves to a client that asks for no other). A page that does not
+// parse, anywhere, is an error: as in a Prometheus scrape, one malformed
+// line (a truncated last line included) fails the page.
 func cacheInfoSeries(page []byte) ([]map[string]string, error) {
-	var out []map[string]string
-	for line := range bytes.Lines(page) {
-		line = bytes.TrimSpace(line)
-		rest, ok := bytes.CutPrefix(line, []byte(cacheInfoMetric))
-		if !ok || len(rest) == 0 || rest[0] != '{' {
-			continue // another metric, a comment, or this one without labels
-		}
-		labels, err := parseLabels(rest[1:])
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", cacheInfoMetric, err)
+	// UTF8Validation accepts every name legacy validation does, colons
+	// included, and is what Prometheus 3 accepts by default.
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(bytes.NewReader(page))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", cacheInfoMetric, err)
+	}
+	metrics := families[cacheInfoMetric].GetMetric()
+	out := make([]map[string]string, 0, len(metrics))
+	for _, m := range metrics {
+		labels := make(map[string]string, len(m.GetLabel()))
+		for _, l := range m.GetLabel() {
+			labels[l.GetName()] = l.GetValue()
 		}
 		out = append(out, labels)
 	}
 	return out, nil
-}
-
-// parseLabels parses `name="value",...}` (the text after a sample's `{`),
-// unescaping \\, \" and \n in values.
-func parseLabels(s []byte) (map[string]string, error) {
-	labels := map[string]string{}
-	for {
-		s = bytes.TrimLeft(s, " ")
-		if len(s) > 0 && s[0] == '}' {
-			return labels, nil
-		}
-		eq := bytes.IndexByte(s, '=')
-		if eq <= 0 || eq+1 >= len(s) || s[eq+1] != '"' {
-			return nil, errors.New("malformed label list")
-		}
-		name := string(bytes.TrimSpace(s[:eq]))
-		value, n, err := labelValue(s[eq+2:])
-		if err != nil {
-			return nil, fmt.Errorf("label %s: %w", name, err)
-		}
-		labels[name] = value
-		s = bytes.TrimLeft(s[eq+2+n:], " ")
-		if len(s) > 0 && s[0] == ',' {
-			s = s[1:]
-		}
-	}
-}
-
-// labelValue reads a quoted label value up to its closing quote; it
-// returns the value and the bytes consumed, the quote included.
-func labelValue(s []byte) (string, int, error) {
-	var b []byte
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; c {
-		case '"':
-			return string(b), i + 1, nil
-		case '\\':
-			if i+1 == len(s) {
-				return "", 0, errors.New("unterminated escape")
-			}
-			i++
-			if s[i] == 'n' {
-				b = append(b, '\n')
-			} else {
-				b = append(b, s[i])
-			}
-		default:
-			b = append(b, c)
-		}
-	}
-	return "", 0, errors.New("unterminated value")
 }

@@ -52,16 +52,21 @@ func TestParseCacheSizeLabels(t *testing.T) {
 		err        string
 	}{
 		{name: "escaped quote and brace in a value",
-			page: `vllm:cache_config_info{kv_cache_layout="a\"}b\\",block_size="16",num_gpu_blocks="100"} 1.0`, want: 1600},
-		{name: "spaces after commas", page: `vllm:cache_config_info{block_size="16", num_gpu_blocks="10"} 1`, want: 160},
+			page: `vllm:cache_config_info{kv_cache_layout="a\"}b\\",block_size="16",num_gpu_blocks="100"} 1.0` + "\n", want: 1600},
+		{name: "spaces after commas", page: `vllm:cache_config_info{block_size="16", num_gpu_blocks="10"} 1` + "\n", want: 160},
 		{name: "a longer metric name is another metric",
-			page: "vllm:cache_config_info_x{block_size=\"16\",num_gpu_blocks=\"10\"} 1\nvllm:cache_config_info{block_size=\"8\",num_gpu_blocks=\"10\"} 1", want: 80},
+			page: "vllm:cache_config_info_x{block_size=\"16\",num_gpu_blocks=\"10\"} 1\nvllm:cache_config_info{block_size=\"8\",num_gpu_blocks=\"10\"} 1\n", want: 80},
 		{name: "tokens of an engine counted once",
-			page: "vllm:cache_config_info{kv_cache_size_tokens=\"500\",engine=\"0\"} 1\nvllm:cache_config_info{kv_cache_size_tokens=\"500\",engine=\"0\"} 1", want: 500},
-		{name: "unterminated value", page: `vllm:cache_config_info{block_size="16`, err: "unterminated"},
-		{name: "no quotes", page: `vllm:cache_config_info{block_size=16} 1`, err: "malformed"},
-		{name: "negative blocks", page: `vllm:cache_config_info{block_size="16",num_gpu_blocks="-5"} 1`, err: "no usable"},
-		{name: "overflowing product", page: `vllm:cache_config_info{block_size="1048576",num_gpu_blocks="1125899906842624"} 1`, err: "no usable"},
+			page: "vllm:cache_config_info{kv_cache_size_tokens=\"500\",engine=\"0\"} 1\nvllm:cache_config_info{kv_cache_size_tokens=\"500\",engine=\"0\"} 1\n", want: 500},
+		{name: "unterminated value", page: `vllm:cache_config_info{block_size="16` + "\n", err: "unescaped new-line"},
+		{name: "no quotes", page: `vllm:cache_config_info{block_size=16} 1` + "\n", err: `expected '"' at start of label value`},
+		// The format ends every line with \n; a page without it was cut short.
+		{name: "no final line feed", page: `vllm:cache_config_info{block_size="16",num_gpu_blocks="10"} 1`, err: "unexpected end of input stream"},
+		// One malformed line fails the page, as it fails a Prometheus scrape.
+		{name: "another metric malformed",
+			page: "vllm:num_requests_waiting{ 1\nvllm:cache_config_info{block_size=\"16\",num_gpu_blocks=\"10\"} 1\n", err: "line 1"},
+		{name: "negative blocks", page: `vllm:cache_config_info{block_size="16",num_gpu_blocks="-5"} 1` + "\n", err: "no usable"},
+		{name: "overflowing product", page: `vllm:cache_config_info{block_size="1048576",num_gpu_blocks="1125899906842624"} 1` + "\n", err: "no usable"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := vllm.New().ParseCacheSize([]byte(tc.page))

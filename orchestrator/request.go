@@ -43,6 +43,9 @@ type Request struct {
 	MaxTokens int
 	// SessionKey is the conversation id, "" when the request has none.
 	SessionKey string
+	// ParentSession is the session of the agent that started this one, ""
+	// when none (agents.go).
+	ParentSession string
 	// User is the body's user field, for admission fairness.
 	User string
 	// CacheSalt is the body's cache_salt: it seeds Hashes, so prompts with
@@ -159,6 +162,9 @@ func (o *Orchestrator) parse(in Incoming) (*Request, error) {
 		return nil, err
 	}
 	if req.SessionKey, err = o.sessionKey(conv, in.Header); err != nil {
+		return nil, err
+	}
+	if req.SessionKey, req.ParentSession, err = o.agentSessions(in.Header, req.SessionKey); err != nil {
 		return nil, err
 	}
 	if in.Header != nil {

@@ -75,6 +75,9 @@ func tenantIdentity(t *tenant.Tenant, req *Request) string {
 	if req.SessionKey != "" {
 		req.SessionKey = t.Name + "/" + req.SessionKey
 	}
+	if req.ParentSession != "" {
+		req.ParentSession = t.Name + "/" + req.ParentSession
+	}
 	if !t.IsolateCache {
 		return req.CacheSalt
 	}

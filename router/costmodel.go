@@ -28,6 +28,11 @@ import (
 //     worker whose load is past spill_load_factor × the others' mean (and
 //     above spill_min_tokens); never the ctx worker when another exists.
 //  6. A turn that succeeds pins its session to the pair it ran on.
+//  7. A session with no pin whose request names a parent session (a
+//     sub-agent's) weighs its parent's pinned ctx worker as its own in step
+//     3, since that worker holds what the parent and its sub-agents share;
+//     its gen leg goes to the least loaded gen worker, so that sub-agents
+//     spread over the gen workers instead of piling onto the parent's.
 //
 // With sessions off (policy kv-aware) steps 3 and 6 do not apply and the
 // gen leg is step 5 without a pin. With shared state, the store's pins win
@@ -64,6 +69,7 @@ type pins struct{ ctx, gen string }
 
 func (m *CostModel) pick(req *Request, ctxCands, genCands []*Endpoint) choice {
 	rec, found, down := m.find(req.SessionKey) // outside the lock: it may wait for the store
+	parent := m.parentPins(req, found || down)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	ch := choice{session: req.SessionKey}
@@ -82,10 +88,50 @@ func (m *CostModel) pick(req *Request, ctxCands, genCands []*Endpoint) choice {
 			p = pins{s.ctx, s.gen}
 		}
 	}
-	m.placeCtx(&ch, req, ctxCands, p.ctx)
+	if p == (pins{}) && parent.ctx != "" {
+		m.placeCtx(&ch, req, ctxCands, parent.ctx, true)
+		m.placeChildGen(&ch, otherThan(genCands, ch.ctx))
+		return ch.charge(req)
+	}
+	m.placeCtx(&ch, req, ctxCands, p.ctx, false)
 	m.placeGen(&ch, req, otherThan(genCands, ch.ctx), p.gen)
 	ch.pinned = p
 	return ch.charge(req)
+}
+
+// placeChildGen places a sub-agent's first gen leg: the least loaded
+// worker not past the spill bound.
+func (m *CostModel) placeChildGen(ch *choice, cands []*Endpoint) {
+	turn := m.genTurn.Add(1)
+	var open []*Endpoint
+	for _, c := range cands {
+		if !m.occupied(c, cands) {
+			open = append(open, c)
+		}
+	}
+	if len(open) == 0 {
+		open = cands
+	}
+	ch.gen = leastLoaded(open, turn)
+}
+
+// parentPins returns the pins of req's parent session when req names one
+// and its own session may have no pin (known is false: the store did not
+// find it); the zero pins otherwise. Outside the cost model's lock: it may
+// ask the store.
+func (m *CostModel) parentPins(req *Request, known bool) pins {
+	if req.ParentSession == "" || known || m.sessions == nil {
+		return pins{}
+	}
+	if rec, found, _ := m.find(req.ParentSession); found {
+		return pins{m.idOf(rec.Ctx), m.idOf(rec.Gen)}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if s := m.sessions.get(req.ParentSession, m.now()); s != nil {
+		return pins{s.ctx, s.gen}
+	}
+	return pins{}
 }
 
 // find asks the shared store for the session keyed key. found is false
@@ -110,8 +156,10 @@ func (m *CostModel) find(key string) (rec SessionRecord, found, down bool) {
 const maxRanked = 256
 
 // placeCtx chooses the ctx worker of least cost (see CostModel) and says
-// how it relates to the pinned one.
-func (m *CostModel) placeCtx(ch *choice, req *Request, cands []*Endpoint, pinned string) {
+// how it relates to the pinned one. parent says that pinned is the parent
+// session's ctx worker, not the session's own: going elsewhere then breaks
+// no affinity.
+func (m *CostModel) placeCtx(ch *choice, req *Request, cands []*Endpoint, pinned string, parent bool) {
 	prompt := len(req.Tokens)
 	reusable := max(prompt-1, 0) / m.cfg.TokensPerBlock // engines recompute at least the last token
 	var costs [maxRanked]float64
@@ -150,9 +198,11 @@ func (m *CostModel) placeCtx(ch *choice, req *Request, cands []*Endpoint, pinned
 	}
 	ch.predicted = true
 	switch {
-	case pinned == "" && ch.ctxCached > leastCached:
+	case parent && ch.ctx.ID == pinned:
+		ch.decision = DecisionParent
+	case (pinned == "" || parent) && ch.ctxCached > leastCached:
 		ch.decision = DecisionCached
-	case pinned == "":
+	case pinned == "" || parent:
 		ch.decision = DecisionNew
 	case ch.ctx.ID == pinned:
 		ch.decision = DecisionSticky

@@ -23,6 +23,9 @@ const (
 	// DecisionRepin: the session's pinned ctx or gen worker was
 	// unavailable.
 	DecisionRepin
+	// DecisionParent: a sub-agent's first turn went to its parent
+	// session's ctx worker (and the least loaded gen worker).
+	DecisionParent
 	// DecisionRoundRobin and DecisionLeastLoad: those policies' picks.
 	DecisionRoundRobin
 	DecisionLeastLoad
@@ -33,7 +36,7 @@ const (
 	numDecisions
 )
 
-var decisionNames = [numDecisions]string{"new", "cached", "sticky", "moved", "repin", PolicyRoundRobin, PolicyLeastLoad, "hash", "fallback"}
+var decisionNames = [numDecisions]string{"new", "cached", "sticky", "moved", "repin", "parent", PolicyRoundRobin, PolicyLeastLoad, "hash", "fallback"}
 
 // String names the decision.
 func (d Decision) String() string {

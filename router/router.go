@@ -15,6 +15,11 @@ import (
 type Request struct {
 	// SessionKey is the conversation id, "" when none.
 	SessionKey string
+	// ParentSession is the session of the agent that started this one (a
+	// sub-agent's), "" when none. A session with no pin of its own starts
+	// on its parent's ctx worker, where their shared prefix is, and on the
+	// least loaded gen worker (see CostModel).
+	ParentSession string
 	// RequestID keys consistent hashing when there is no session key.
 	RequestID string
 	// Tokens are the prompt's token ids; Hashes their chained block hashes

@@ -22,8 +22,9 @@ type cluster struct {
 const clusterToken = "s3cret"
 
 // startCluster starts redis-server, nCtx + nGen sims and n replicas with
-// cluster.state redis (or local when local is true).
-func startCluster(t *testing.T, n, nCtx, nGen int, local bool) *cluster {
+// cluster.state redis (or local when local is true); extra is YAML
+// appended to every replica's configuration.
+func startCluster(t *testing.T, n, nCtx, nGen int, local bool, extra ...string) *cluster {
 	t.Helper()
 	c := &cluster{redis: redistest.Start(t)}
 	var ctx, gen []string
@@ -53,7 +54,7 @@ fleet:
   health_interval: 100ms
   context: {engine: trtllm, urls: [%s], health_path: /health}
   generation: {engine: trtllm, urls: [%s], health_path: /health}
-`, ports[i], clusterToken, state, c.redis.Addr(), strings.Join(ctx, ", "), strings.Join(gen, ", "))
+%s`, ports[i], clusterToken, state, c.redis.Addr(), strings.Join(ctx, ", "), strings.Join(gen, ", "), strings.Join(extra, "\n"))
 		p := startDuet(t, "serve", "--config", writeFile(t, fmt.Sprintf("replica-%d.yaml", i), cfg))
 		d := &deployment{url: fmt.Sprintf("http://127.0.0.1:%d", ports[i]), proc: p}
 		waitHTTP(t, p, d.url+"/health", 60*time.Second)

@@ -32,11 +32,12 @@ func (q *Queue) capacityLocked(key string, now time.Time) int {
 // admitLocked admits as many of k's waiters as it has free slots, in
 // priority order, in one pass.
 func (q *Queue) admitLocked(k *keyState, now time.Time) {
-	free := q.capacityLocked(k.key, now) - k.admitted - len(k.holds)
+	capacity := q.capacityLocked(k.key, now)
+	free := capacity - k.admitted - len(k.holds)
 	for ; free > 0; free-- {
 		w := k.next(q.bucketUsage(now))
-		if w == nil {
-			break
+		if w == nil || !q.withinShareLocked(k, w.priority, capacity) {
+			break // every waiter after w is of w's class or lower: no larger share
 		}
 		k.remove(w)
 		w.state = stateAdmitted

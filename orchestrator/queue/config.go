@@ -85,6 +85,12 @@ type Class struct {
 	// max_wait). A waiting request whose predicted wait exceeds it is
 	// shed at once with 429, lowest class first.
 	MaxWait time.Duration `mapstructure:"max_wait"`
+	// MaxShare is the fraction of a key's capacity that requests may
+	// occupy when one of this class is admitted (0: 1, all of it). Below 1
+	// it keeps headroom for the higher classes, so that their requests find
+	// a free slot at once instead of waiting for one to be released. A
+	// class's share may not exceed a higher class's.
+	MaxShare float64 `mapstructure:"max_share"`
 }
 
 // Defaults returns the default configuration.
@@ -163,6 +169,11 @@ func (c Config) validateClasses() error {
 			return fmt.Errorf("classes[%d].name: %q is listed twice", i, cl.Name)
 		case cl.MaxWait < 0:
 			return fmt.Errorf("classes[%d].max_wait: must be >= 0, got %s", i, cl.MaxWait)
+		case cl.MaxShare < 0 || cl.MaxShare > 1:
+			return fmt.Errorf("classes[%d].max_share: must be in (0, 1] (0: 1), got %g", i, cl.MaxShare)
+		case i > 0 && c.classShare(i) > c.classShare(i-1):
+			return fmt.Errorf("classes[%d].max_share: %g is above the share of the higher class %s (%g)",
+				i, c.classShare(i), c.Classes[i-1].Name, c.classShare(i-1))
 		}
 		seen[cl.Name] = true
 	}
@@ -197,6 +208,14 @@ func (c Config) classMaxWait(i int) time.Duration {
 		return d
 	}
 	return c.MaxWait
+}
+
+// classShare returns the max_share of class i.
+func (c Config) classShare(i int) float64 {
+	if s := c.Classes[i].MaxShare; s > 0 {
+		return s
+	}
+	return 1
 }
 
 // validClassName reports whether s is 1-32 letters, digits, '_' or '-'.

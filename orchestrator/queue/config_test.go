@@ -34,6 +34,9 @@ func TestConfigValidate(t *testing.T) {
 			`classes[1].name: "a b" is not a class name (letters, digits, '_' and '-', at most 32)`},
 		{"class twice", func(c *Config) { c.Classes[2].Name = "high" }, `classes[2].name: "high" is listed twice`},
 		{"class max wait", func(c *Config) { c.Classes[0].MaxWait = -time.Second }, "classes[0].max_wait: must be >= 0, got -1s"},
+		{"max share", func(c *Config) { c.Classes[2].MaxShare = 1.5 }, "classes[2].max_share: must be in (0, 1] (0: 1), got 1.5"},
+		{"share above a higher class", func(c *Config) { c.Classes[1].MaxShare, c.Classes[2].MaxShare = 0.5, 0.6 },
+			"classes[2].max_share: 0.6 is above the share of the higher class normal (0.5)"},
 		{"default class", func(c *Config) { c.DefaultClass = "urgent" }, `default_class: "urgent" is not a class (valid: high, normal, low)`},
 	}
 	for _, c := range cases {

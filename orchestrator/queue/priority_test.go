@@ -111,3 +111,31 @@ func TestClassMaxWait(t *testing.T) {
 	require.ErrorIs(t, r.err, ErrWaitTimeout)
 	require.Equal(t, []string{"normal"}, drainOrder(t, blocker, 1, out))
 }
+
+// A class with max_share below 1 leaves the rest of the capacity to the
+// higher classes: their requests find a free slot at once.
+func TestMaxShareKeepsHeadroom(t *testing.T) {
+	ctx := context.Background()
+	cfg := testConfig()
+	cfg.Classes = []Class{{Name: "high"}, {Name: "normal", MaxShare: 0.75}, {Name: "low", MaxShare: 0.5}}
+	h := newHarness(t, cfg, genPool(4), Options{})
+	low1 := h.mustAcquire(t, Ticket{Key: "m", Class: "low"})
+	h.mustAcquire(t, Ticket{Key: "m", Class: "low"})
+	out := make(chan result, 4)
+	h.acquireAsync(t, ctx, "low 3", Ticket{Key: "m", Class: "low"}, out) // 2 of 4 occupied: low's share is full
+	h.mustAcquire(t, Ticket{Key: "m"})                                   // normal: 2 < 3
+	h.acquireAsync(t, ctx, "normal 2", Ticket{Key: "m"}, out)            // 3 of 4: normal's share is full
+	high := h.mustAcquire(t, Ticket{Key: "m", Class: "high"})            // the last slot
+	require.Equal(t, 2, h.waiting("m"))
+	low1.Release(false)
+	require.Equal(t, 2, h.waiting("m"), "3 occupied: at normal's share")
+	high.Release(false) // 2 occupied: normal 2 goes, low 3 stays
+	r := recv(t, out)
+	require.Equal(t, "normal 2", r.name)
+	require.NoError(t, r.err)
+	require.Equal(t, 1, h.waiting("m"), "low 3 waits: 3 occupied, above its share")
+	r.slot.Release(false)
+	require.Equal(t, 1, h.waiting("m"), "2 occupied: still at its share")
+	h.clock.Advance(cfg.MaxWait)
+	require.ErrorIs(t, recv(t, out).err, ErrWaitTimeout)
+}

@@ -151,7 +151,7 @@ func (o *Orchestrator) Handle(ctx context.Context, in Incoming) *Response {
 // nil, holds gen workers no attempt may use (it is added to).
 func (o *Orchestrator) serve(f *flight, excludeGen map[string]bool) (*Response, error) {
 	req := f.req
-	rr := &router.Request{SessionKey: req.SessionKey, ParentSession: req.ParentSession, RequestID: req.ID, Tokens: req.Tokens, Hashes: req.Hashes,
+	rr := &router.Request{Adapter: req.Adapter, SessionKey: req.SessionKey, ParentSession: req.ParentSession, RequestID: req.ID, Tokens: req.Tokens, Hashes: req.Hashes,
 		MaxTokens: req.MaxTokens, ExcludeGen: excludeGen}
 	var last *workerError
 	handleRetried := false // a gen 4xx to a handle gets one fresh context phase

@@ -53,6 +53,8 @@ type Request struct {
 	CacheSalt string
 	// Tenant is the tenant the request came from (nil: none claims it).
 	Tenant *tenant.Tenant
+	// Adapter is the LoRA adapter it names ("": the base model; lora.go).
+	Adapter string
 	// Class is its queue priority class ("": the queue's default).
 	Class string
 	// Tokens are the prompt's token ids as the workers will count them;
@@ -122,6 +124,7 @@ type conversationFields struct {
 	// id that replaces user: the admission queue's fairness key when the
 	// body has no user.
 	SafetyIdentifier string `json:"safety_identifier"`
+	loraFields
 }
 
 type conversationID struct {
@@ -177,7 +180,7 @@ func (o *Orchestrator) parse(in Incoming) (*Request, error) {
 	if req.Body, err = stripInternalFields(in.Body); err != nil {
 		return nil, badRequest("", "request body must be a JSON object")
 	}
-	req.Hashes = tokenizer.SaltedBlockHashes(req.Tokens, o.router.BlockSize(), tenantIdentity(t, req))
+	req.Hashes = tokenizer.SaltedBlockHashes(req.Tokens, o.router.BlockSize(), tenantIdentity(t, req, tokenizer.AdapterSalt(req.Adapter, req.CacheSalt)))
 	return req, nil
 }
 
@@ -212,6 +215,9 @@ func (o *Orchestrator) parseChat(body []byte, req *Request) (conversationFields,
 		return b.conversationFields, decodeError(err)
 	}
 	if err := checkKeys(body, chatKeys); err != nil {
+		return b.conversationFields, err
+	}
+	if err := o.resolveModel(b.Model, b.loraFields, req); err != nil {
 		return b.conversationFields, err
 	}
 	return b.conversationFields, o.checkChat(&b.ChatRequest, req)
@@ -266,6 +272,9 @@ func (o *Orchestrator) parseCompletion(body []byte, req *Request) (conversationF
 		return b.conversationFields, decodeError(err)
 	}
 	if err := checkKeys(body, completionKeys); err != nil {
+		return b.conversationFields, err
+	}
+	if err := o.resolveModel(b.Model, b.loraFields, req); err != nil {
 		return b.conversationFields, err
 	}
 	return b.conversationFields, o.checkCompletion(&b.CompletionRequest, req)
@@ -389,9 +398,6 @@ func (o *Orchestrator) checkCommon(model string, n, maxTokens, minTokens *int, m
 	switch {
 	case model == "":
 		return badRequest("model", "model is required")
-	case len(o.cfg.Models) > 0 && !slices.Contains(o.cfg.Models, model):
-		return &Error{Status: http.StatusNotFound, Type: openai.ErrTypeNotFound, Param: "model", Code: "model_not_found",
-			Message: fmt.Sprintf("model %q does not exist (served: %s)", model, strings.Join(o.cfg.Models, ", "))}
 	case n != nil && *n > 1:
 		return badRequest("n", "n > 1 is not supported: duet returns one choice per request")
 	case n != nil && *n < 1:

@@ -67,10 +67,10 @@ func classRank(classes []string, name string) int {
 // tenantIdentity scopes a request's session key and, with isolate_cache,
 // its block hashes to its tenant, so that two tenants' sessions never meet
 // and an isolated tenant's prompts match nothing of another's. It returns
-// the salt that seeds the block hashes.
-func tenantIdentity(t *tenant.Tenant, req *Request) string {
+// the salt that seeds the block hashes: salt, the request's own, scoped.
+func tenantIdentity(t *tenant.Tenant, req *Request, salt string) string {
 	if t == nil {
-		return req.CacheSalt
+		return salt
 	}
 	if req.SessionKey != "" {
 		req.SessionKey = t.Name + "/" + req.SessionKey
@@ -79,9 +79,9 @@ func tenantIdentity(t *tenant.Tenant, req *Request) string {
 		req.ParentSession = t.Name + "/" + req.ParentSession
 	}
 	if !t.IsolateCache {
-		return req.CacheSalt
+		return salt
 	}
-	return "tenant\x00" + t.Name + "\x00" + req.CacheSalt
+	return "tenant\x00" + t.Name + "\x00" + salt
 }
 
 // chargeTenant checks and charges the request's tenant limits before it

@@ -45,6 +45,9 @@ type Endpoint struct {
 	// maxModelLen is the context length the worker reported, in tokens;
 	// 0: none reported.
 	maxModelLen atomic.Int64
+	// adapters are the LoRA adapters the worker serves (adapters.go); nil:
+	// none.
+	adapters atomic.Pointer[adapterSet]
 	// cache is what the router knows of the worker's KV cache (Router.Cache
 	// makes it).
 	cache atomic.Pointer[kvindex.Cache]

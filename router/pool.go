@@ -31,6 +31,9 @@ type Member struct {
 	// KVEvents is where the worker publishes its KV cache events, and
 	// KVEventsReplay its replay socket; "" when none.
 	KVEvents, KVEventsReplay string
+	// Adapters are the LoRA adapters the worker serves besides its base
+	// model (any order).
+	Adapters []string
 }
 
 // Pool is the set of workers the router may use. Endpoints keep their
@@ -95,6 +98,7 @@ func (p *Pool) Sync(members []Member) bool {
 		ep.kvCacheTokens.Store(m.KVCacheTokens)
 		ep.kvBlockSize.Store(int64(m.KVBlockSize))
 		ep.maxModelLen.Store(int64(m.MaxModelLen))
+		ep.setAdapters(m.Adapters)
 		next.byID[m.ID] = ep
 		next.all = append(next.all, ep)
 	}

@@ -30,6 +30,9 @@ type Request struct {
 	MaxTokens int
 	// ExcludeCtx and ExcludeGen hold IDs of workers a retry must avoid.
 	ExcludeCtx, ExcludeGen map[string]bool
+	// Adapter is the LoRA adapter the request runs with ("" for the base
+	// model): only workers that serve it are candidates, for both phases.
+	Adapter string
 }
 
 // ErrNoWorker is returned (wrapped in *NoWorkerError) when no available
@@ -74,7 +77,8 @@ type Pair struct {
 	promptTokens int
 	hashes       []uint64
 	ctxPred      kvindex.Prediction
-	pinned       pins // the session's pins when the attempt was routed
+	pinned       pins   // the session's pins when the attempt was routed
+	adapter      string // the LoRA adapter it runs with ("": the base model)
 
 	// mu guards the flags below: the context phase may end on a goroutine
 	// of its own (DetachContext).
@@ -353,8 +357,8 @@ func (r *Router) memberIDs() map[string]bool {
 // hold (prompt + output limit).
 func (r *Router) Route(req *Request) (*Pair, error) {
 	now := r.now()
-	ctxCands, probes := r.routable(filter(r.pool.Available(disagg.RoleContext), req.ExcludeCtx), now, nil)
-	genCands, probes := r.routable(filter(r.pool.Available(disagg.RoleGeneration), req.ExcludeGen), now, probes)
+	ctxCands, probes := r.routable(serving(filter(r.pool.Available(disagg.RoleContext), req.ExcludeCtx), req.Adapter), now, nil)
+	genCands, probes := r.routable(serving(filter(r.pool.Available(disagg.RoleGeneration), req.ExcludeGen), req.Adapter), now, probes)
 	if len(ctxCands) == 0 || len(genCands) == 0 {
 		unclaimProbes(probes, nil, nil)
 		role := disagg.RoleContext
@@ -380,6 +384,7 @@ func (r *Router) Route(req *Request) (*Pair, error) {
 		hashes:       req.Hashes,
 		ctxPred:      ch.ctxPred,
 		pinned:       ch.pinned,
+		adapter:      req.Adapter,
 		router:       r,
 	}, nil
 }
@@ -406,7 +411,7 @@ func filter(eps []*Endpoint, exclude map[string]bool) []*Endpoint {
 // the old gen lease held, which is refunded. The session's gen pin is not
 // moved: the session is pinned when the attempt ends.
 func (r *Router) RerouteGen(p *Pair, exclude map[string]bool) error {
-	cands, probes := r.routable(filter(r.pool.Available(disagg.RoleGeneration), exclude), r.now(), nil)
+	cands, probes := r.routable(serving(filter(r.pool.Available(disagg.RoleGeneration), exclude), p.adapter), r.now(), nil)
 	if len(cands) == 0 {
 		return &NoWorkerError{Role: disagg.RoleGeneration}
 	}

@@ -54,20 +54,40 @@ fi
 HIGH=$(awk -v c="$CAPACITY" 'BEGIN { printf "%.2f", c * 0.25 }')
 LOW=$(awk -v c="$CAPACITY" 'BEGIN { printf "%.2f", c * 1.75 }')
 
-bench unloaded-high "$HIGH" high
-bench classes-high "$HIGH" high & pid=$!; bench classes-low "$LOW" low; wait $pid
-bench none-high "$HIGH" & pid=$!; bench none-low "$LOW"; wait $pid
+# waits PRIORITY: the admitted requests of a priority class and their summed queue wait so far.
+waits() {
+  curl -s "127.0.0.1:$PORT/metrics" | awk -v p="priority=\"$1\"" '
+    index($0, "duet_queue_wait_seconds_sum{") == 1 && index($0, p) { s += $2 }
+    index($0, "duet_queue_wait_seconds_count{") == 1 && index($0, p) { n += $2 }
+    END { printf "%d %f\n", n, s }'
+}
+# mean_wait NAME PRIORITY BEFORE: the mean queue wait (ms) of the class's requests admitted since BEFORE.
+declare -A MEAN_WAIT
+mean_wait() {
+  read -r n1 s1 <<<"$3"
+  read -r n2 s2 <<<"$(waits "$2")"
+  MEAN_WAIT[$1]=$(awk -v n="$((n2 - n1))" -v s="$(awk -v a="$s2" -v b="$s1" 'BEGIN { print a - b }')" \
+    'BEGIN { if (n > 0) printf "%.1f", 1000 * s / n; else print "-" }')
+}
 
-# row NAME: requests, errors (429s among them), TTFT p50/p99 of the answered ones.
+w=$(waits high); bench unloaded-high "$HIGH" high; mean_wait unloaded-high high "$w"
+wh=$(waits high); wl=$(waits low)
+bench classes-high "$HIGH" high & pid=$!; bench classes-low "$LOW" low; wait $pid
+mean_wait classes-high high "$wh"; mean_wait classes-low low "$wl"
+w=$(waits normal)
+bench none-high "$HIGH" & pid=$!; bench none-low "$LOW"; wait $pid
+mean_wait none-high normal "$w"; MEAN_WAIT[none-low]=${MEAN_WAIT[none-high]}
+
+# row NAME: requests, errors (429s among them), TTFT p50/p99 of the answered ones, mean queue wait.
 row() {
   local f="$OUT/$1/profile_export_aiperf.json"
   local shed
   shed=$(jq -r 'select(.error != null) | .error.code // .error' "$OUT/$1/profile_export.jsonl" 2>/dev/null | grep -c 429 || true)
-  printf "| %s | %s | %s | %s | %.0f | %.0f |\n" "$1" \
+  printf "| %s | %s | %s | %s | %.0f | %.0f | %s |\n" "$1" \
     "$(jq '.request_count.avg' "$f")" "$(jq '.error_request_count.avg // 0' "$f")" "$shed" \
-    "$(jq '.time_to_first_token.p50' "$f")" "$(jq '.time_to_first_token.p99' "$f")"
+    "$(jq '.time_to_first_token.p50' "$f")" "$(jq '.time_to_first_token.p99' "$f")" "${MEAN_WAIT[$1]}"
 }
 echo "capacity $CAPACITY requests/s; high $HIGH/s, low $LOW/s; $DURATION s per phase"
-echo "| run | answered | errors | of them 429 | TTFT p50 (ms) | TTFT p99 (ms) |"
-echo "|---|---|---|---|---|---|"
+echo "| run | answered | errors | of them 429 | TTFT p50 (ms) | TTFT p99 (ms) | mean queue wait (ms) |"
+echo "|---|---|---|---|---|---|---|"
 for r in unloaded-high classes-high classes-low none-high none-low; do row "$r"; done

@@ -38,6 +38,7 @@ type serveOptions struct {
 	tokenizer  string // the tokenizer section, YAML flow mapping
 	timeout    string // context, first event and stream idle timeouts (default 10s)
 	restart    string // both pools' restart policy, YAML flow mapping (default: fast restarts)
+	pool       string // extra keys of both pools, one YAML line ("lora_adapters: [a, b]")
 }
 
 func startServe(t *testing.T, o serveOptions) *deployment {
@@ -97,6 +98,7 @@ fleet:
     args: [%s%s]
     kv_events: %s
     restart: %s
+    %s
   generation:
     engine: sim
     count: %d
@@ -106,8 +108,9 @@ fleet:
     args: [%s]
     kv_events: %s
     restart: %s
+    %s
 `, port, o.adminToken, o.debugAddr, o.protocol, o.timeout, o.timeout, o.timeout, o.extra, o.policy, routerKeys, queueYAML(o.queue), orEmpty(o.tracing), orEmpty(o.tokenizer), t.TempDir(),
-		o.nCtx, ctxBase, ctxSide, args, o.ctxArgs, ctxEvents, o.restart, o.nGen, genBase, genSide, args, genEvents, o.restart)
+		o.nCtx, ctxBase, ctxSide, args, o.ctxArgs, ctxEvents, o.restart, o.pool, o.nGen, genBase, genSide, args, genEvents, o.restart, o.pool)
 	path := writeFile(t, "duet.yaml", cfg)
 	p := startDuet(t, "serve", "--config", path)
 	d := &deployment{url: fmt.Sprintf("http://127.0.0.1:%d", port), proc: p}

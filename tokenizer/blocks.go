@@ -14,6 +14,19 @@ func BlockHashes(tokens []int, blockSize int) []uint64 {
 	return ExtendBlockHashes(nil, tokens, blockSize)
 }
 
+// AdapterSalt scopes a cache salt (a request's cache_salt, "" for none) to
+// a LoRA adapter ("" for the base model, which leaves salt as is): an
+// adapter's KV is its own in every engine (vLLM folds the adapter's name
+// into each block hash, vllm/v1/core/kv_cache_utils.py
+// _gen_lora_extra_hash_keys), so its prompts share no block hash with the
+// base model's or another adapter's.
+func AdapterSalt(adapter, salt string) string {
+	if adapter == "" {
+		return salt
+	}
+	return "lora\x00" + adapter + "\x00" + salt
+}
+
 // SaltedBlockHashes is BlockHashes for a request that carries a cache salt
 // (vLLM's cache_salt): the chain starts from the salt, so two prompts share
 // no block hash unless they also share the salt, as the engine shares no

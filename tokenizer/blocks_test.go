@@ -80,3 +80,11 @@ func TestSaltedBlockHashes(t *testing.T) {
 	require.Equal(t, a, SaltedBlockHashes(toks, 16, "tenant-a"), "deterministic")
 	require.Equal(t, a, ExtendBlockHashes(SaltedBlockHashes(toks[:40], 16, "tenant-a"), toks, 16), "extension keeps the salt")
 }
+
+func TestAdapterSalt(t *testing.T) {
+	require.Equal(t, "s", AdapterSalt("", "s"), "the base model keeps the salt")
+	require.NotEqual(t, AdapterSalt("a", ""), AdapterSalt("b", ""))
+	require.NotEqual(t, AdapterSalt("a", "s"), AdapterSalt("a", ""))
+	toks := make([]int, 64)
+	require.NotEqual(t, BlockHashes(toks, 32), SaltedBlockHashes(toks, 32, AdapterSalt("a", "")))
+}

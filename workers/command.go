@@ -54,6 +54,9 @@ func buildCommand(s *WorkerSpec, p PoolConfig, runDir string, opts Options) ([]F
 		if p.Model != "" {
 			argv = append(argv, "--model", p.Model)
 		}
+		if len(p.LoraAdapters) > 0 {
+			argv = append(argv, "--lora-adapters", strings.Join(p.LoraAdapters, ","))
+		}
 		argv = append(argv, opts.SimArgs...)
 	case EngineTRTLLM:
 		content, err := trtllmWorkerConfig(s, p.EngineConfig)

@@ -157,6 +157,13 @@ type PoolConfig struct {
 	// (vLLM's and SGLang's ZMQ publisher, duet sim's), which duet's router
 	// subscribes to.
 	KVEvents KVEventsConfig `mapstructure:"kv_events" yaml:"kv_events"`
+	// LoraAdapters are the LoRA adapters every worker of the pool serves
+	// besides its model (default none). The adapters vLLM and SGLang
+	// workers list in /v1/models are added to them; TensorRT-LLM lists
+	// none, so its adapters must be named here. Launched sim workers get
+	// them as --lora-adapters; the real engines need their own flags
+	// (vLLM --lora-modules, SGLang --lora-paths) in args.
+	LoraAdapters []string `mapstructure:"lora_adapters" yaml:"lora_adapters" help:"LoRA adapters the pool's workers serve"`
 }
 
 // KVEventsConfig is a pool's kv_events: section. A worker publishes at

@@ -33,6 +33,8 @@ func TestValidateNamesKey(t *testing.T) {
 		{"zero health timeout", func(c *Config) { c.HealthTimeout = 0 }, "health_timeout", "must be > 0"},
 		{"zero threshold", func(c *Config) { c.UnhealthyThreshold = 0 }, "unhealthy_threshold", "must be >= 1, got 0"},
 		{"negative grace", func(c *Config) { c.ShutdownGrace = -time.Second }, "shutdown_grace", "must be >= 0"},
+		{"adapter name", func(c *Config) { c.Generation.LoraAdapters = []string{"m:sql"} }, "generation.lora_adapters", `"m:sql" is not an adapter name (no spaces or ':')`},
+		{"adapter twice", func(c *Config) { c.Context.LoraAdapters = []string{"sql", "sql"} }, "context.lora_adapters", `"sql" is listed twice`},
 		{"unknown engine", func(c *Config) { c.Context.Engine = "tgi" }, "context.engine", `unknown engine "tgi" (valid: sim, trtllm, vllm, sglang, command)`},
 		{"negative count", func(c *Config) { c.Generation.Count = -2 }, "generation.count", "must be >= 0, or -1 for 2 (none when urls are listed), got -2"},
 		{"count with urls", func(c *Config) { c.Context.Count, c.Context.URLs = 2, []string{"http://h:1"} }, "context.count", "must be 0 or unset when urls are listed, got 2"},

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -129,6 +130,7 @@ func (f *Fleet) Snapshot() []Worker {
 			KVCacheTokens:  w.reported.kvCacheTokens,
 			KVBlockSize:    w.reported.kvBlockSize,
 			MaxModelLen:    w.reported.maxModelLen,
+			Adapters:       slices.Concat(w.spec.Adapters, w.reported.adapters),
 			KVEvents:       w.spec.KVEvents,
 			KVEventsReplay: w.spec.KVEventsReplay,
 		}

@@ -29,6 +29,9 @@ type CacheSizeReader struct {
 	// ParseModelLen returns the context length in tokens (> 0) from that
 	// body (e.g. ParseModelLen), or an error saying why it holds none.
 	ParseModelLen func(body []byte) (int, error)
+	// Adapters returns the LoRA adapters listed in the same body (e.g.
+	// ParseAdapters); nil: never read.
+	Adapters func(body []byte) []string
 }
 
 // reports is what a worker process's engine reported of itself; a zero
@@ -37,6 +40,7 @@ type reports struct {
 	kvCacheTokens int64
 	kvBlockSize   int // read with kvCacheTokens, from the same body
 	maxModelLen   int
+	adapters      []string // read with maxModelLen, from the same body
 }
 
 // reportSet names the reports to read from a worker.
@@ -92,7 +96,11 @@ func (f *Fleet) readReports(ctx context.Context, s *WorkerSpec, want reportSet) 
 		}
 	}
 	if want.modelLen {
-		res.maxModelLen, _, res.modelLenErr = readReport(ctx, f.probe, s, "context length", r.ModelLenPath, r.ParseModelLen)
+		var body []byte
+		res.maxModelLen, body, res.modelLenErr = readReport(ctx, f.probe, s, "context length", r.ModelLenPath, r.ParseModelLen)
+		if res.modelLenErr == nil && r.Adapters != nil {
+			res.adapters = r.Adapters(body)
+		}
 	}
 	return res
 }
@@ -138,8 +146,8 @@ func (f *Fleet) recordReportsLocked(w *worker, want reportSet, res readResult) {
 	if want.modelLen {
 		switch {
 		case res.modelLenErr == nil:
-			w.reported.maxModelLen = res.maxModelLen
-			f.log.Info("worker context length read", name, zap.Int("max_model_len", res.maxModelLen))
+			w.reported.maxModelLen, w.reported.adapters = res.maxModelLen, res.adapters
+			f.log.Info("worker context length read", name, zap.Int("max_model_len", res.maxModelLen), zap.Strings("lora_adapters", res.adapters))
 		case last:
 			f.log.Warn("worker context length unknown: the orchestrator assumes orchestrator.max_model_len", name, zap.Error(res.modelLenErr))
 		}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // ModelsPath is where vLLM and SGLang servers report their context length:
@@ -52,4 +53,42 @@ func ParseModelLen(body []byte) (int, error) {
 		return 0, errors.New("no base model with a max_model_len in the model list")
 	}
 	return n, nil
+}
+
+// ParseAdapters returns the LoRA adapters a vLLM or SGLang server lists in
+// its /v1/models body: the entries whose parent names a base model (vLLM's
+// show_available_models lists each --lora-modules adapter with its path as
+// root and its base model as parent; SGLang does the same for --lora-paths
+// in recent versions). An unreadable body lists none.
+func ParseAdapters(body []byte) []string {
+	var list struct {
+		Data []modelCard `json:"data"`
+	}
+	if json.Unmarshal(body, &list) != nil {
+		return nil
+	}
+	var out []string
+	for _, m := range list.Data {
+		if m.Parent != nil && *m.Parent != "" && m.ID != "" {
+			out = append(out, m.ID)
+		}
+	}
+	return out
+}
+
+// ValidateAdapterNames checks LoRA adapter names as duet takes them: not
+// empty, without spaces or ':' (SGLang's "base:adapter" model syntax),
+// each once.
+func ValidateAdapterNames(names []string) error {
+	seen := map[string]bool{}
+	for _, n := range names {
+		switch {
+		case n == "" || strings.ContainsAny(n, " \t\r\n:"):
+			return fmt.Errorf("%q is not an adapter name (no spaces or ':')", n)
+		case seen[n]:
+			return fmt.Errorf("%q is listed twice", n)
+		}
+		seen[n] = true
+	}
+	return nil
 }

@@ -41,3 +41,11 @@ func TestParseModelLen(t *testing.T) {
 		})
 	}
 }
+
+func TestParseAdapters(t *testing.T) {
+	require.Equal(t, []string{"sql-lora", "other-lora"}, ParseAdapters([]byte(`{"data":[{"id":"sql-lora","root":"/loras/sql","parent":"m","max_model_len":null},
+		{"id":"m","parent":null,"max_model_len":8192},{"id":"other-lora","parent":"m"}]}`)), "vLLM's and SGLang's adapter entries")
+	require.Empty(t, ParseAdapters([]byte(`{"object":"list","data":[{"id":"m","object":"model","owned_by":"tensorrt_llm"}]}`)))
+	require.Empty(t, ParseAdapters([]byte(`{"data":[{"id":"m","parent":""}]}`)))
+	require.Empty(t, ParseAdapters([]byte(`<html>`)))
+}

@@ -126,6 +126,9 @@ type WorkerSpec struct {
 	// KVEventsReplay its replay socket; "" when none (the pool's
 	// kv_events).
 	KVEvents, KVEventsReplay string
+	// Adapters are the LoRA adapters the pool's configuration says the
+	// worker serves (lora_adapters).
+	Adapters []string
 	// GPUs are the GPU ids in the worker's CUDA_VISIBLE_DEVICES.
 	GPUs []string
 	// Argv is the command line; Argv[0] is the program (looked up in PATH
@@ -195,6 +198,7 @@ func NewPlan(cfg Config, opts Options) (*Plan, error) {
 			}
 			s.URL = "http://" + net.JoinHostPort(advertisedHost(cfg.Host), strconv.Itoa(s.Port))
 			s.KVEvents, s.KVEventsReplay = p.cfg.KVEvents.Endpoints(advertisedHost(cfg.Host), s.Port)
+			s.Adapters = p.cfg.LoraAdapters
 			s.LogPath = filepath.Join(plan.RunDir, s.Name+".log")
 			files, err := buildCommand(&s, p.cfg, plan.RunDir, opts)
 			if err != nil {
@@ -223,6 +227,7 @@ func externalSpec(p pool, i int, raw string) WorkerSpec {
 	return WorkerSpec{
 		KVEvents:       events,
 		KVEventsReplay: replay,
+		Adapters:       p.cfg.LoraAdapters,
 		Name:           fmt.Sprintf("%s-%d", p.abbr, i),
 		Role:           p.role,
 		Index:          i,

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -143,6 +144,19 @@ func TestPlanSpecs(t *testing.T) {
 	snap := plan.Snapshot()
 	require.Equal(t, StateStarting, snap[0].State)
 	require.Equal(t, 5700, snap[2].SidePort)
+}
+
+func TestPlanPassesAdaptersToSims(t *testing.T) {
+	cfg := Defaults()
+	cfg.Generation.LoraAdapters = []string{"sql", "chat"}
+	plan, err := NewPlan(cfg, goldenOpts())
+	require.NoError(t, err)
+	ctx0, gen0 := plan.Workers[0], plan.Workers[2]
+	require.NotContains(t, ctx0.Argv, "--lora-adapters")
+	require.Empty(t, ctx0.Adapters)
+	require.Contains(t, strings.Join(gen0.Argv, " "), "--lora-adapters sql,chat")
+	require.Equal(t, []string{"sql", "chat"}, gen0.Adapters)
+	require.Equal(t, []string{"sql", "chat"}, plan.Snapshot()[2].Adapters)
 }
 
 func TestPlanAutoRunDir(t *testing.T) {

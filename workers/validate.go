@@ -133,6 +133,9 @@ func (p PoolConfig) validate(key string) error {
 	if !strings.HasPrefix(p.HealthPath, "/") {
 		return fail("health_path", "must start with /, got %q", p.HealthPath)
 	}
+	if err := ValidateAdapterNames(p.LoraAdapters); err != nil {
+		return fail("lora_adapters", "%v", err)
+	}
 	if p.StartTimeout < 0 {
 		return fail("start_timeout", "must be >= 0 (0: engine default), got %s", p.StartTimeout)
 	}

@@ -70,6 +70,9 @@ type Worker struct {
 	// tokens (prompt plus output; Options.CacheSize); 0 when it reported
 	// none.
 	MaxModelLen int
+	// Adapters are the LoRA adapters the worker serves: the pool's
+	// lora_adapters and those its engine lists in /v1/models.
+	Adapters []string
 	// KVEvents and KVEventsReplay are where the worker publishes its KV
 	// cache events and its replay socket ("" when none).
 	KVEvents, KVEventsReplay string
@@ -91,7 +94,7 @@ func (p *Plan) Snapshot() []Worker {
 
 func specWorker(s *WorkerSpec) Worker {
 	w := Worker{Name: s.Name, Role: s.Role, URL: s.URL, SidePort: s.SidePort, GPUs: append([]string(nil), s.GPUs...),
-		External: s.External, State: StateStarting, KVEvents: s.KVEvents, KVEventsReplay: s.KVEventsReplay}
+		External: s.External, State: StateStarting, KVEvents: s.KVEvents, KVEventsReplay: s.KVEventsReplay, Adapters: s.Adapters}
 	if s.External {
 		w.State = StateDown
 	}

@@ -32,7 +32,7 @@ func cacheSizeReaders(proto string) func(engine string) workers.CacheSizeReader 
 		engineWay = workers.CacheSizeReader{Path: r.CacheSizePath(), Parse: r.ParseCacheSize, BlockSize: r.ParseBlockSize}
 	}
 	if proto == vllm.Name || proto == sglang.Name { // their /v1/models (workers.ParseModelLen)
-		engineWay.ModelLenPath, engineWay.ParseModelLen = workers.ModelsPath, workers.ParseModelLen
+		engineWay.ModelLenPath, engineWay.ParseModelLen, engineWay.Adapters = workers.ModelsPath, workers.ParseModelLen, workers.ParseAdapters
 	}
 	simWay := engineWay
 	if simWay.Path == "" {
@@ -58,7 +58,8 @@ func members(ws []workers.Worker, protocol string) []router.Member {
 			continue
 		}
 		m := router.Member{ID: w.Name, URL: w.URL, Role: w.Role, Healthy: w.Healthy(), KVCacheTokens: w.KVCacheTokens,
-			KVBlockSize: w.KVBlockSize, MaxModelLen: w.MaxModelLen, KVEvents: w.KVEvents, KVEventsReplay: w.KVEventsReplay}
+			KVBlockSize: w.KVBlockSize, MaxModelLen: w.MaxModelLen, KVEvents: w.KVEvents, KVEventsReplay: w.KVEventsReplay,
+			Adapters: w.Adapters}
 		if protocol == sglang.Name {
 			m.BootstrapPort = w.SidePort
 		}

@@ -222,8 +222,27 @@ func requestID(ctx *fasthttp.RequestCtx) string {
 	return fmt.Sprintf("%016x%016x", rand.Uint64(), rand.Uint64())
 }
 
+// models serves GET /v1/models: the served models, then the LoRA adapters
+// the workers serve, each with its base model as parent (the first served
+// model), as vLLM lists them.
 func (s *Server) models(ctx *fasthttp.RequestCtx) {
-	writeJSON(ctx, http.StatusOK, openai.NewModelList("duet", s.started.Unix(), s.opts.Orchestrator.Config().Models...))
+	writeJSON(ctx, http.StatusOK, s.modelList())
+}
+
+func (s *Server) modelList() openai.ModelList {
+	served := s.opts.Orchestrator.Config().Models
+	list := openai.NewModelList("duet", s.started.Unix(), served...)
+	parent := ""
+	if len(served) > 0 {
+		parent = served[0]
+	}
+	if s.opts.Pool == nil {
+		return list
+	}
+	for _, a := range s.opts.Pool.Adapters() {
+		list.Data = append(list.Data, openai.Model{ID: a, Object: openai.ObjectModel, Created: s.started.Unix(), OwnedBy: "duet", Parent: parent})
+	}
+	return list
 }
 
 // modelsPrefix starts GET /v1/models/{id}, the OpenAI SDKs' models.retrieve.
@@ -235,13 +254,21 @@ const modelsPrefix = "/v1/models/"
 // the id.
 func (s *Server) model(ctx *fasthttp.RequestCtx, method, id string) {
 	served := s.opts.Orchestrator.Config().Models
+	list := s.modelList()
+	i := slices.IndexFunc(list.Data, func(m openai.Model) bool { return m.ID == id })
 	switch {
 	case method != fasthttp.MethodGet && method != fasthttp.MethodHead:
 		writeError(ctx, &orchestrator.Error{Status: http.StatusMethodNotAllowed, Message: "method " + method + " not allowed on " + modelsPrefix + "{id}"})
-	case id == "" || (len(served) > 0 && !slices.Contains(served, id)):
+	case i >= 0:
+		writeJSON(ctx, http.StatusOK, list.Data[i])
+	case id == "" || len(served) > 0:
+		names := make([]string, len(list.Data))
+		for j, m := range list.Data {
+			names[j] = m.ID
+		}
 		writeError(ctx, &orchestrator.Error{Status: http.StatusNotFound, Type: openai.ErrTypeNotFound, Param: "model", Code: "model_not_found",
-			Message: fmt.Sprintf("model %q does not exist (served: %s)", id, strings.Join(served, ", "))})
-	default:
+			Message: fmt.Sprintf("model %q does not exist (served: %s)", id, strings.Join(names, ", "))})
+	default: // no model list: any id is served
 		writeJSON(ctx, http.StatusOK, openai.NewModelList("duet", s.started.Unix(), id).Data[0])
 	}
 }

@@ -150,6 +150,9 @@ type Model struct {
 	Object  string `json:"object"`
 	Created int64  `json:"created"`
 	OwnedBy string `json:"owned_by"`
+	// Parent is a LoRA adapter's base model, as vLLM lists adapters
+	// (absent for a base model).
+	Parent string `json:"parent,omitempty"`
 }
 
 // ModelList is the GET /v1/models body.

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/duet-serve/duet/proto/disagg"
 )
@@ -48,6 +49,13 @@ type Config struct {
 	AdvertiseURL string `mapstructure:"advertise_url" help:"base URL peers use to reach this worker (default: from the listen address)"`
 	// Model is the served model name (default meta-llama/Llama-3.1-8B-Instruct).
 	Model string `mapstructure:"model" help:"served model name (default meta-llama/Llama-3.1-8B-Instruct)"`
+	// LoraAdapters are the names of the LoRA adapters the worker serves on
+	// top of model, each as if loaded from /adapters/<name> at startup (vLLM
+	// --lora-modules name=path, SGLang --lora-paths name=path); requests
+	// select one the way the protocol's engine does (see lora.go). A name is
+	// non-empty, has no whitespace and no ':' (SGLang's model:adapter
+	// separator), differs from model and appears once (default empty: none).
+	LoraAdapters []string `mapstructure:"lora_adapters" help:"LoRA adapter names served on top of model, each as if loaded from /adapters/<name> (vLLM --lora-modules, SGLang --lora-paths; default none)"`
 	// MaxModelLen is the context window in tokens, prompt plus output
 	// (default 131072, Llama 3.1's 128k window).
 	MaxModelLen int `mapstructure:"max_model_len" help:"context window in tokens, prompt + output (default 131072)"`
@@ -242,7 +250,7 @@ func (c Config) Validate() error {
 	if strings.TrimSpace(c.Model) == "" {
 		return fmt.Errorf("model: must not be empty")
 	}
-	for _, check := range []func() error{c.validateInts, c.validateRates, c.validateDurations, c.validateFaults, c.validateKVEvents} {
+	for _, check := range []func() error{c.validateInts, c.validateRates, c.validateDurations, c.validateFaults, c.validateKVEvents, c.validateLoRA} {
 		if err := check(); err != nil {
 			return err
 		}
@@ -376,6 +384,26 @@ func (c Config) validateKVEvents() error {
 		if c.KVEventsReplayEndpoint == c.KVEventsEndpoint && !strings.HasSuffix(c.KVEventsEndpoint, ":0") {
 			return fmt.Errorf("kv_events_replay_endpoint: must differ from kv_events_endpoint (%s)", c.KVEventsEndpoint)
 		}
+	}
+	return nil
+}
+
+func (c Config) validateLoRA() error {
+	seen := make(map[string]bool, len(c.LoraAdapters))
+	for i, name := range c.LoraAdapters {
+		switch {
+		case name == "":
+			return fmt.Errorf("lora_adapters[%d]: must not be empty", i)
+		case strings.ContainsFunc(name, unicode.IsSpace):
+			return fmt.Errorf("lora_adapters[%d]: %q must not contain whitespace", i, name)
+		case strings.Contains(name, ":"):
+			return fmt.Errorf("lora_adapters[%d]: %q must not contain ':' (SGLang's model:adapter separator)", i, name)
+		case name == c.Model:
+			return fmt.Errorf("lora_adapters[%d]: %q is the model's name", i, name)
+		case seen[name]:
+			return fmt.Errorf("lora_adapters[%d]: %q is listed twice", i, name)
+		}
+		seen[name] = true
 	}
 	return nil
 }

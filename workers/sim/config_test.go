@@ -61,6 +61,14 @@ func TestConfigValidate(t *testing.T) {
 			"kv_events_replay_endpoint: needs kv_events_endpoint"},
 		{"kv_events_replay_endpoint same", func(c *Config) { c.KVEventsEndpoint, c.KVEventsReplayEndpoint = "tcp://*:5557", "tcp://*:5557" },
 			"kv_events_replay_endpoint: must differ from kv_events_endpoint (tcp://*:5557)"},
+		{"lora_adapters empty name", func(c *Config) { c.LoraAdapters = []string{"a", ""} }, "lora_adapters[1]: must not be empty"},
+		{"lora_adapters whitespace", func(c *Config) { c.LoraAdapters = []string{"my adapter"} },
+			`lora_adapters[0]: "my adapter" must not contain whitespace`},
+		{"lora_adapters colon", func(c *Config) { c.LoraAdapters = []string{"m:a"} },
+			`lora_adapters[0]: "m:a" must not contain ':' (SGLang's model:adapter separator)`},
+		{"lora_adapters model", func(c *Config) { c.LoraAdapters = []string{"a", c.Model} },
+			`lora_adapters[1]: "meta-llama/Llama-3.1-8B-Instruct" is the model's name`},
+		{"lora_adapters duplicate", func(c *Config) { c.LoraAdapters = []string{"a", "b", "a"} }, `lora_adapters[2]: "a" is listed twice`},
 		{"kv_events_replay_endpoint scheme", func(c *Config) { c.KVEventsEndpoint, c.KVEventsReplayEndpoint = "tcp://*:5557", "udp://x:1" },
 			`kv_events_replay_endpoint: "udp://x:1": unknown scheme "udp" (valid: tcp, ipc, inproc)`},
 	}
@@ -95,7 +103,7 @@ func TestConfigTags(t *testing.T) {
 		"prefill_tokens_per_sec", "prefill_overhead", "itl_base", "itl_per_seq", "kv_transfer_tokens_per_sec",
 		"kv_transfer_overhead", "kv_transfer_timeout", "max_num_seqs", "max_waiting", "time_scale", "seed",
 		"eos_probability", "default_max_tokens", "max_body_bytes", "bootstrap_port", "kv_events_endpoint",
-		"kv_events_replay_endpoint", "fault_error_event_rate", "fault_kv_pull_fail_rate"} {
+		"kv_events_replay_endpoint", "fault_error_event_rate", "fault_kv_pull_fail_rate", "lora_adapters"} {
 		require.True(t, seen[k], "required key %s", k)
 	}
 }

@@ -118,8 +118,15 @@ func (s *Server) finishDecode(paced bool, lastDue time.Time) error {
 }
 
 // extendHashes returns prev extended by the full blocks of tokens (prev
-// must cover a prefix of tokens); prev itself is not modified.
-func extendHashes(prev []uint64, tokens []int, blockSize int) []uint64 {
+// must be seqHashes of a prefix of tokens with the same adapter); prev
+// itself is not modified. With prev empty (a prompt shorter than one block)
+// the chain starts from the adapter's salt, as seqHashes does: extending
+// an empty chain would start it unsalted and give an adapter's output
+// blocks the base model's hashes.
+func extendHashes(prev []uint64, tokens []int, blockSize int, adapter string) []uint64 {
+	if len(prev) == 0 {
+		return seqHashes(tokens, blockSize, adapter)
+	}
 	return tokenizer.ExtendBlockHashes(slices.Clip(prev), tokens, blockSize)
 }
 

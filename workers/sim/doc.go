@@ -39,6 +39,14 @@
 // missing room) a 200 SSE stream with one {"error": {...}} event and
 // [DONE].
 //
+// LoRA adapters (lora.go): the worker serves the adapters named in
+// lora_adapters on top of its model, and a request selects one as the
+// protocol's engine reads it: vLLM "model": "<adapter>", SGLang
+// "model": "<model>:<adapter>" or "lora_path", TensorRT-LLM "lora_request"
+// (trtlora.go). An unknown adapter gets the engine's error; vLLM and
+// SGLang list the adapters on /v1/models. An adapter's blocks are its own
+// in the KV cache (salted hashes) and its KV events name it.
+//
 // # Models
 //
 // KV cache (kvcache.go): paged blocks of block_size tokens, prefix reuse by

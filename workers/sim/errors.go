@@ -23,6 +23,10 @@ type httpError struct {
 	// inStream marks an error SGLang reports inside a 200 SSE stream when
 	// the request streams (an abort by its scheduler); see Server.fail.
 	inStream bool
+	// streamType is the type of that in-stream error: "" for the status's
+	// Python HTTPStatus name (an abort), "BadRequestError" for a ValueError
+	// the stream generator catches (create_streaming_error_response).
+	streamType string
 	// wire, when set, is the body exactly as the engine writes it (see
 	// enginefail.go), sent instead of the OpenAI error body.
 	wire []byte

@@ -222,7 +222,7 @@ func (s *Server) end(r *run, generated []int) {
 	if len(generated) > 0 {
 		all := make([]int, 0, len(j.prompt)+len(generated))
 		all = append(append(all, j.prompt...), generated...)
-		b = seqBlocks{hashes: extendHashes(j.hashes, all, s.cfg.BlockSize), tokens: all}
+		b = seqBlocks{hashes: extendHashes(j.hashes, all, s.cfg.BlockSize, j.adapter), tokens: all, adapter: j.adapter}
 	}
 	r.lease.finish(b)
 	s.metrics.generationTokens.Add(uint64(len(generated)))

@@ -15,7 +15,11 @@ import (
 // block is evicted; AllBlocksCleared when the cache is reset
 // (POST /reset_prefix_cache). Block hashes are the sim's own chained hashes,
 // sent as integers (vLLM's VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES form); a
-// subscriber names blocks by their token ids, not by these values.
+// subscriber names blocks by their token ids, not by these values. The
+// blocks of a LoRA adapter's sequence (lora.go; their hashes are salted
+// with the adapter) carry lora_name and lora_id, the adapter's lora_int_id,
+// as vLLM's do; vLLM's extra_keys, which also name the adapter per block,
+// are not sent.
 //
 // Differences from vLLM, none visible to a subscriber that follows the
 // protocol: consecutive evictions of one step share one BlockRemoved (vLLM
@@ -54,6 +58,8 @@ type kvEventSink struct {
 	// paused reports whether kv_events_paused is set (faults.kvEventsPaused);
 	// nil: never. flush asks it once per step with events.
 	paused func() bool
+	// loraIDs is each LoRA adapter's lora_id (see adapterIDs); read-only.
+	loraIDs map[string]int64
 
 	// step, items, stepLost and skip are guarded by scheduler.mu: the cache
 	// calls the observer methods under it, and flush runs under it.
@@ -86,13 +92,15 @@ type kvEventCounters struct {
 }
 
 // newKVEventSink returns a sink whose queue holds queueLength batches;
-// paused (nil: never) says when to discard steps (kv_events_paused).
-func newKVEventSink(queueLength int, paused func() bool) *kvEventSink {
-	return &kvEventSink{paused: paused, queue: make(chan kvBatch, queueLength)}
+// paused (nil: never) says when to discard steps (kv_events_paused);
+// adapters are the worker's LoRA adapters (lora_adapters), in order.
+func newKVEventSink(queueLength int, paused func() bool, adapters []string) *kvEventSink {
+	return &kvEventSink{paused: paused, loraIDs: adapterIDs(adapters), queue: make(chan kvBatch, queueLength)}
 }
 
 // Stored implements model.Observer: BlockStored, split into events of at
-// most kvEventMaxBlocks blocks and kvEventMaxTokens tokens.
+// most kvEventMaxBlocks blocks and kvEventMaxTokens tokens. Blocks of a LoRA
+// adapter's sequence carry its lora_name and lora_id.
 func (k *kvEventSink) Stored(b model.StoredBlocks) {
 	if len(b.Tokens) != len(b.Hashes)*b.BlockSize {
 		// A BlockStored without its tokens is useless to a subscriber and
@@ -112,6 +120,12 @@ func (k *kvEventSink) Stored(b model.StoredBlocks) {
 			TokenIDs:        append([]int(nil), b.Tokens[from*b.BlockSize:to*b.BlockSize]...),
 			BlockSize:       b.BlockSize,
 			Medium:          mediumGPU,
+		}
+		if b.LoRA != "" {
+			// vLLM: lora_id=request.lora_request.adapter_id, lora_name=request.lora_request.name
+			// (vllm/v1/core/block_pool.py cache_full_blocks).
+			id := k.loraIDs[b.LoRA]
+			ev.LoraID, ev.LoraName = &id, b.LoRA
 		}
 		k.add(ev, len(ev.BlockHashes)+len(ev.TokenIDs))
 		parent, hasParent = b.Hashes[to-1], true

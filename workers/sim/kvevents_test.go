@@ -64,7 +64,7 @@ func drainEvents(t *testing.T, k *kvEventSink) [][]kvevents.Event {
 }
 
 func TestKVEventSinkStoredSplitsLongRuns(t *testing.T) {
-	k := newKVEventSink(4, nil)
+	k := newKVEventSink(4, nil, nil)
 	n := kvEventMaxBlocks + 2
 	k.Stored(model.StoredBlocks{Hashes: u64sFrom(10, n), Parent: 9, HasParent: true, First: 1,
 		Tokens: intsFrom(0, 2*n), BlockSize: 2})
@@ -86,7 +86,7 @@ func TestKVEventSinkStoredSplitsLongRuns(t *testing.T) {
 }
 
 func TestKVEventSinkCoalescesEvictions(t *testing.T) {
-	k := newKVEventSink(4, nil)
+	k := newKVEventSink(4, nil, nil)
 	k.Evicted(1)
 	k.Evicted(2)
 	k.Stored(model.StoredBlocks{Hashes: []uint64{5}, Tokens: []int{7, 8}, BlockSize: 2})
@@ -114,7 +114,7 @@ func TestKVEventSinkDropsOnOverflow(t *testing.T) {
 	removed := func(h uint64) []kvevents.Event {
 		return []kvevents.Event{&kvevents.BlockRemoved{BlockHashes: []kvevents.BlockHash{kvevents.HashFromUint64(h)}, Medium: mediumGPU}}
 	}
-	k := newKVEventSink(1, nil)
+	k := newKVEventSink(1, nil, nil)
 	k.Evicted(1)
 	k.flush() // fills the queue
 	k.Evicted(2)
@@ -147,7 +147,7 @@ func TestKVEventSinkDropsOnOverflow(t *testing.T) {
 // dropped before the pause is still skipped after it.
 func TestKVEventSinkPaused(t *testing.T) {
 	var paused atomic.Bool
-	k := newKVEventSink(1, paused.Load)
+	k := newKVEventSink(1, paused.Load, nil)
 	k.Evicted(1)
 	k.flush() // fills the queue
 	k.Evicted(2)
@@ -229,7 +229,7 @@ func (f *fakePublisher) Close() error {
 // Stop publishes what was queued, in order, then closes the publisher; a
 // publisher that blocks holds up only the goroutine, never flush.
 func TestKVEventPublisherStopDrainsQueue(t *testing.T) {
-	k := newKVEventSink(8, nil)
+	k := newKVEventSink(8, nil, nil)
 	fake := &fakePublisher{gate: make(chan struct{})}
 	p := startKVEventPublisher(k, fake, zap.NewNop())
 	for i := range 5 {
@@ -250,7 +250,7 @@ func TestKVEventPublisherStopDrainsQueue(t *testing.T) {
 // The publishing goroutine skips the numbers of dropped batches right
 // before the batch that follows them, so the gap sits where they were lost.
 func TestKVEventPublisherSkipsDroppedBatches(t *testing.T) {
-	k := newKVEventSink(2, nil)
+	k := newKVEventSink(2, nil, nil)
 	for i := range 5 { // two fill the queue, three are dropped
 		k.Evicted(uint64(i))
 		k.flush()
@@ -267,7 +267,7 @@ func TestKVEventPublisherSkipsDroppedBatches(t *testing.T) {
 }
 
 func TestKVEventPublisherCountsFailures(t *testing.T) {
-	k := newKVEventSink(8, nil)
+	k := newKVEventSink(8, nil, nil)
 	fake := &fakePublisher{fail: true}
 	p := startKVEventPublisher(k, fake, zap.NewNop())
 	k.Evicted(1)

@@ -169,7 +169,7 @@ func TestKVEventsDroppedBatchResetsSubscriber(t *testing.T) {
 		require.NoError(t, err)
 	})
 
-	k := newKVEventSink(1, nil)
+	k := newKVEventSink(1, nil, nil)
 	for h := uint64(1); h <= 3; h++ { // 1 fills the queue, 2 and 3 are dropped
 		k.Evicted(h)
 		k.flush()

@@ -22,15 +22,18 @@ import (
 //   - TensorRT-LLM (tensorrt_llm/serve/openai_protocol.py, ModelCard): id,
 //     object, created and owned_by "tensorrt_llm" only: no context length.
 //
-// A LoRA adapter's entry (parent set, max_model_len null) is not imitated:
-// the simulator serves none.
+// vLLM and SGLang list each LoRA adapter (lora_adapters) after the base
+// model, with root the path it was loaded from, parent the base model and
+// max_model_len null (vLLM's show_available_models builds the adapter's
+// ModelCard with a fresh ModelPermission; recent SGLang's available_models
+// adds the adapters of its LoRA registry). TensorRT-LLM lists none.
 
-// engineModelCard is vLLM's and SGLang's model card for a base model.
+// engineModelCard is vLLM's and SGLang's model card.
 type engineModelCard struct {
 	openai.Model
 	Root        string            `json:"root"`
-	Parent      *string           `json:"parent"` // null: a base model
-	MaxModelLen int               `json:"max_model_len"`
+	Parent      *string           `json:"parent"`               // null: a base model; an adapter's base model
+	MaxModelLen *int              `json:"max_model_len"`        // null on an adapter's card
 	Permission  []modelPermission `json:"permission,omitempty"` // vLLM only
 }
 
@@ -60,15 +63,29 @@ func (s *Server) modelList() any {
 	if s.cfg.Protocol == ProtocolTRTLLM {
 		return openai.ModelList{Object: openai.ObjectList, Data: []openai.Model{card}}
 	}
-	c := engineModelCard{Model: card, Root: s.cfg.Model, MaxModelLen: s.cfg.MaxModelLen}
-	if s.cfg.Protocol == ProtocolVLLM {
-		c.Permission = []modelPermission{{ID: "modelperm-" + s.ids.requestID(), Object: "model_permission", Created: s.created,
-			AllowSampling: true, AllowLogprobs: true, AllowView: true, Organization: "*"}}
+	maxLen := s.cfg.MaxModelLen
+	cards := make([]engineModelCard, 0, 1+len(s.cfg.LoraAdapters))
+	cards = append(cards, s.engineCard(card, s.cfg.Model, nil, &maxLen))
+	for _, a := range s.cfg.LoraAdapters {
+		ac := card
+		ac.ID = a
+		cards = append(cards, s.engineCard(ac, adapterRoot(a), &s.cfg.Model, nil))
 	}
 	return struct {
 		Object string            `json:"object"`
 		Data   []engineModelCard `json:"data"`
-	}{openai.ObjectList, []engineModelCard{c}}
+	}{openai.ObjectList, cards}
+}
+
+// engineCard completes card for vLLM or SGLang; vLLM's cards each get a
+// fresh ModelPermission.
+func (s *Server) engineCard(card openai.Model, root string, parent *string, maxModelLen *int) engineModelCard {
+	c := engineModelCard{Model: card, Root: root, Parent: parent, MaxModelLen: maxModelLen}
+	if s.cfg.Protocol == ProtocolVLLM {
+		c.Permission = []modelPermission{{ID: "modelperm-" + s.ids.requestID(), Object: "model_permission", Created: s.created,
+			AllowSampling: true, AllowLogprobs: true, AllowView: true, Organization: "*"}}
+	}
+	return c
 }
 
 func (s *Server) handleModels(ctx *fasthttp.RequestCtx) {

@@ -65,7 +65,7 @@ func (l *lease) pinWatched(key string, expires time.Time, info pinInfo, b seqBlo
 		return nil, false
 	}
 	l.ended = true
-	s.kv.CommitTokens(l.alloc, b.hashes, b.tokens)
+	s.kv.CommitLoRA(l.alloc, b.hashes, b.tokens, b.adapter)
 	info.BlockIDs = l.alloc.BlockIDs()
 	s.pins[key] = &pin{alloc: l.alloc, expires: expires, info: info, watch: watch}
 	if s.pinAdded != nil {

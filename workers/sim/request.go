@@ -38,10 +38,11 @@ type job struct {
 	id        string // response id
 	requestID string // X-Request-Id, may be empty
 	model     string
+	adapter   string // LoRA adapter the request selects (lora.go); "" for the base model
 	stream    bool
 	usage     bool // stream_options.include_usage
 	prompt    []int
-	hashes    []uint64 // chained hashes of the prompt's full blocks
+	hashes    []uint64 // chained hashes of the prompt's full blocks, salted with adapter (seqHashes)
 	limit     int      // maximum output tokens
 	minTokens int
 	ignoreEOS bool
@@ -73,6 +74,10 @@ type engineFields struct {
 	BootstrapHost *string `json:"bootstrap_host"`
 	BootstrapPort *int    `json:"bootstrap_port"`
 	BootstrapRoom *uint64 `json:"bootstrap_room"`
+	// LoRA selection (lora.go), read per protocol: SGLang's lora_path (an
+	// adapter name) and TensorRT-LLM's lora_request (a LoRARequest).
+	LoraPath    json.RawMessage `json:"lora_path"`
+	LoraRequest json.RawMessage `json:"lora_request"`
 }
 
 // common is what both request kinds share after decoding.
@@ -94,7 +99,7 @@ func (s *Server) parseJob(kind endpointKind, body []byte, requestID string) (*jo
 		return nil, badRequest("", "request body is empty")
 	}
 	if s.cfg.Protocol == ProtocolTRTLLM {
-		if herr := checkTRTLLMFields(kind, body); herr != nil {
+		if herr := s.checkTRTLLMFields(kind, body); herr != nil {
 			return nil, herr
 		}
 	}
@@ -113,10 +118,13 @@ func (s *Server) parseJob(kind endpointKind, body []byte, requestID string) (*jo
 	if herr := s.applyCommon(j, c); herr != nil {
 		return nil, herr
 	}
+	if herr := s.selectAdapter(j, c.model, ef); herr != nil {
+		return nil, herr
+	}
 	if herr := s.classify(j, ef); herr != nil {
 		return nil, herr
 	}
-	j.hashes = tokenizer.BlockHashes(j.prompt, s.cfg.BlockSize)
+	j.hashes = seqHashes(j.prompt, s.cfg.BlockSize, j.adapter)
 	j.id = s.responseID(kind, requestID)
 	return j, nil
 }
@@ -226,7 +234,7 @@ func (s *Server) checkModel(model string) *httpError {
 	switch {
 	case model == "":
 		return badRequest("model", "model: required")
-	case model != s.cfg.Model:
+	case !s.servesModel(model):
 		return &httpError{status: http.StatusNotFound, param: "model", code: "model_not_found",
 			msg: fmt.Sprintf("The model `%s` does not exist (this worker serves `%s`).", model, s.cfg.Model)}
 	}

@@ -58,14 +58,19 @@ type waiter struct {
 
 // seqBlocks is what a sequence registers in the KV cache when it commits:
 // the chained hashes of its full blocks and its tokens (at least that many
-// blocks' worth), which KV events carry. The zero value registers nothing.
+// blocks' worth), which KV events carry, and the LoRA adapter they were
+// computed with ("" for the base model; hashes are salted with it, see
+// lora.go). The zero value registers nothing.
 type seqBlocks struct {
-	hashes []uint64
-	tokens []int
+	hashes  []uint64
+	tokens  []int
+	adapter string
 }
 
 // promptBlocks is the job's prompt as seqBlocks.
-func (j *job) promptBlocks() seqBlocks { return seqBlocks{hashes: j.hashes, tokens: j.prompt} }
+func (j *job) promptBlocks() seqBlocks {
+	return seqBlocks{hashes: j.hashes, tokens: j.prompt, adapter: j.adapter}
+}
 
 // lease is one admitted sequence: a running slot and a KV allocation. It
 // must end exactly once, by finish or by pin; later calls are no-ops.
@@ -178,7 +183,7 @@ func (s *scheduler) endLocked(l *lease, b seqBlocks) {
 		return
 	}
 	l.ended = true
-	s.kv.CommitTokens(l.alloc, b.hashes, b.tokens)
+	s.kv.CommitLoRA(l.alloc, b.hashes, b.tokens, b.adapter)
 	s.kv.Release(l.alloc)
 	s.running.Add(-1)
 	s.dispatchLocked()
@@ -193,7 +198,7 @@ func (l *lease) commit(b seqBlocks) {
 	l.s.mu.Lock()
 	defer l.s.unlock()
 	if !l.ended {
-		l.s.kv.CommitTokens(l.alloc, b.hashes, b.tokens)
+		l.s.kv.CommitLoRA(l.alloc, b.hashes, b.tokens, b.adapter)
 	}
 }
 

@@ -87,7 +87,7 @@ func New(cfg Config, tok *tokenizer.Tokenizer, log *zap.Logger) (*Server, error)
 	f := newFaults(cfg)
 	var events *kvEventSink
 	if cfg.KVEventsEndpoint != "" {
-		events = newKVEventSink(kvEventQueueLength, f.kvEventsPaused)
+		events = newKVEventSink(kvEventQueueLength, f.kvEventsPaused, cfg.LoraAdapters)
 	}
 	s := &Server{
 		cfg:      cfg,
@@ -141,6 +141,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	u = strings.TrimRight(u, "/")
 	s.url.Store(&u)
 	fields := []zap.Field{zap.String("url", u), zap.String("protocol", s.cfg.Protocol), zap.String("model", s.cfg.Model)}
+	if len(s.cfg.LoraAdapters) > 0 {
+		fields = append(fields, zap.Strings("lora_adapters", s.cfg.LoraAdapters))
+	}
 	var kvPub *kvEventPublisher
 	if s.kvEvents != nil {
 		var err error

@@ -103,10 +103,13 @@ func sglangErrorBody(e *httpError) []byte {
 
 // sglangStreamError is the SSE body SGLang sends when a streaming request
 // aborts: create_streaming_error_response's event, whose type is the
-// status's Python HTTPStatus name and which Python's json.dumps writes with
-// spaces after ':' and ',', then [DONE].
+// status's Python HTTPStatus name (or e.streamType) and which Python's
+// json.dumps writes with spaces after ':' and ',', then [DONE].
 func sglangStreamError(e *httpError) []byte {
-	name := strings.ToUpper(strings.ReplaceAll(http.StatusText(e.status), " ", "_"))
+	name := e.streamType
+	if name == "" {
+		name = strings.ToUpper(strings.ReplaceAll(http.StatusText(e.status), " ", "_"))
+	}
 	b, _ := json.Marshal(struct {
 		Error flatError `json:"error"`
 	}{newFlatError(e, name)}) // plain struct, cannot fail

@@ -57,37 +57,62 @@ func fieldSet(names ...string) map[string]bool {
 	return m
 }
 
-// extraField is one top-level key TensorRT-LLM does not know, with its
-// value as the request sent it.
-type extraField struct {
-	key   string
-	value json.RawMessage
+// fieldError is one pydantic validation error of a trtllm-serve request,
+// as FastAPI prints it.
+type fieldError struct {
+	typ   string          // pydantic's error type: extra_forbidden, missing, ...
+	loc   []string        // the field's path under 'body'
+	msg   string          // pydantic's message
+	input json.RawMessage // the value the error is about, as the request sent it
+	ctx   string          // Python repr of the error's ctx dict; "" when it has none
 }
 
-// checkTRTLLMFields rejects a body with top-level keys that TensorRT-LLM's
-// request model for kind lacks, as trtllm-serve does. A body that is not a
-// JSON object passes: the typed decode reports it.
-func checkTRTLLMFields(kind endpointKind, body []byte) *httpError {
+// checkTRTLLMFields rejects a body as trtllm-serve's request model for kind
+// does: top-level keys the model lacks (extra_forbidden) and an invalid
+// lora_request (trtlora.go), each one error, the field's before the
+// extras, as pydantic validates the declared fields first. A body that is
+// not a JSON object passes: the typed decode reports it.
+func (s *Server) checkTRTLLMFields(kind endpointKind, body []byte) *httpError {
 	known := trtChatFields
 	if kind == kindCompletion {
 		known = trtCompletionFields
 	}
-	extras, err := unknownKeys(body, known)
-	if err != nil || len(extras) == 0 {
+	members, err := objectMembers(body)
+	if err != nil {
 		return nil
 	}
-	return trtllmError(http.StatusBadRequest, "BadRequestError", extraFieldsMessage(extras))
+	var errs, extras []fieldError
+	for _, m := range members {
+		switch {
+		case !known[m.key]:
+			extras = append(extras, fieldError{typ: "extra_forbidden", loc: []string{m.key}, msg: "Extra inputs are not permitted", input: m.value})
+		case m.key == "lora_request":
+			errs = append(errs, s.loraRequestErrors(m.value)...)
+		}
+	}
+	errs = append(errs, extras...)
+	if len(errs) == 0 {
+		return nil
+	}
+	return trtllmError(http.StatusBadRequest, "BadRequestError", validationMessage(errs))
 }
 
-// unknownKeys returns the top-level keys of the JSON object body that are
-// not in known, in the order they appear. Keys are compared exactly, as
-// pydantic does (encoding/json would match them case-insensitively).
-func unknownKeys(body []byte, known map[string]bool) ([]extraField, error) {
-	dec := json.NewDecoder(bytes.NewReader(body))
+// member is one key of a JSON object with its value.
+type member struct {
+	key   string
+	value json.RawMessage
+}
+
+// objectMembers returns the members of the JSON object raw in the order
+// they appear, or an error when raw is not an object. Keys are kept
+// exactly, as pydantic compares them (encoding/json would match them
+// case-insensitively).
+func objectMembers(raw []byte) ([]member, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
 	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
 		return nil, fmt.Errorf("not a JSON object")
 	}
-	var extras []extraField
+	var out []member
 	for dec.More() {
 		tok, err := dec.Token()
 		if err != nil {
@@ -98,30 +123,34 @@ func unknownKeys(body []byte, known map[string]bool) ([]extraField, error) {
 		if err := dec.Decode(&value); err != nil {
 			return nil, err
 		}
-		if !known[key] {
-			extras = append(extras, extraField{key: key, value: value})
-		}
+		out = append(out, member{key: key, value: value})
 	}
-	return extras, nil
+	return out, nil
 }
 
-// extraFieldsMessage is str() of FastAPI's RequestValidationError for
-// pydantic's extra_forbidden errors: "N validation error(s):" and one line
-// per error, each the repr of its dict (fastapi/exceptions.py
-// ValidationException.__str__, fastapi/fastapi snapshot 74e9074a). FastAPI
-// appends the endpoint's file and line, which depend on the install and
-// are left out; older FastAPI releases, without __str__, give the repr of
-// the error list instead.
-func extraFieldsMessage(extras []extraField) string {
+// validationMessage is str() of FastAPI's RequestValidationError: "N
+// validation error(s):" and one line per error, each the repr of its dict
+// (fastapi/exceptions.py ValidationException.__str__, fastapi/fastapi
+// snapshot 74e9074a). FastAPI appends the endpoint's file and line, which
+// depend on the install and are left out; older FastAPI releases, without
+// __str__, give the repr of the error list instead.
+func validationMessage(errs []fieldError) string {
 	var b strings.Builder
-	b.WriteString(strconv.Itoa(len(extras)) + " validation error")
-	if len(extras) != 1 {
+	b.WriteString(strconv.Itoa(len(errs)) + " validation error")
+	if len(errs) != 1 {
 		b.WriteString("s")
 	}
 	b.WriteString(":")
-	for _, x := range extras {
-		b.WriteString("\n  {'type': 'extra_forbidden', 'loc': ('body', " + pyRepr(x.key) +
-			"), 'msg': 'Extra inputs are not permitted', 'input': " + pyReprJSON(x.value) + "}")
+	for _, e := range errs {
+		b.WriteString("\n  {'type': " + pyRepr(e.typ) + ", 'loc': ('body'")
+		for _, l := range e.loc {
+			b.WriteString(", " + pyRepr(l))
+		}
+		b.WriteString("), 'msg': " + pyRepr(e.msg) + ", 'input': " + pyReprJSON(e.input))
+		if e.ctx != "" {
+			b.WriteString(", 'ctx': " + e.ctx)
+		}
+		b.WriteString("}")
 	}
 	return b.String()
 }

@@ -128,6 +128,15 @@ func (c *KVCache) Commit(a *KVAlloc, hashes []uint64) { c.CommitTokens(a, hashes
 // Observer.Stored call; the blocks already registered (the cache hits of
 // Allocate, an earlier commit) are not reported again.
 func (c *KVCache) CommitTokens(a *KVAlloc, hashes []uint64, tokens []int) {
+	c.CommitLoRA(a, hashes, tokens, "")
+}
+
+// CommitLoRA is CommitTokens for a sequence computed with the LoRA adapter
+// lora ("" for the base model): the observer is told the adapter with the
+// blocks (StoredBlocks.LoRA), as vLLM's BlockStored carries lora_name. The
+// adapter must already be part of hashes (a salted chain): the cache keys
+// blocks by hash alone.
+func (c *KVCache) CommitLoRA(a *KVAlloc, hashes []uint64, tokens []int, lora string) {
 	if a.released {
 		return
 	}
@@ -141,12 +150,12 @@ func (c *KVCache) CommitTokens(a *KVAlloc, hashes []uint64, tokens []int) {
 			continue
 		}
 		if run >= 0 && c.obs != nil {
-			c.stored(hashes, tokens, run, i)
+			c.stored(hashes, tokens, lora, run, i)
 		}
 		run = -1
 	}
 	if run >= 0 && c.obs != nil {
-		c.stored(hashes, tokens, run, n)
+		c.stored(hashes, tokens, lora, run, n)
 	}
 	a.committed = max(a.committed, n)
 }

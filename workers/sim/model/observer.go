@@ -35,6 +35,9 @@ type StoredBlocks struct {
 	Tokens []int
 	// BlockSize is the cache's tokens per block.
 	BlockSize int
+	// LoRA is the LoRA adapter the blocks' KV was computed with, as the
+	// committer named it (CommitLoRA); "" for the base model.
+	LoRA string
 }
 
 // SetObserver makes o the cache's observer; nil (the default) removes it, and
@@ -42,9 +45,10 @@ type StoredBlocks struct {
 func (c *KVCache) SetObserver(o Observer) { c.obs = o }
 
 // stored reports blocks [from, to) of a sequence whose chained hashes are
-// hashes and whose tokens are tokens (may be short, then none are passed).
-func (c *KVCache) stored(hashes []uint64, tokens []int, from, to int) {
-	s := StoredBlocks{Hashes: hashes[from:to], First: from, BlockSize: c.blockSize}
+// hashes and whose tokens are tokens (may be short, then none are passed),
+// computed with the LoRA adapter lora ("" for none).
+func (c *KVCache) stored(hashes []uint64, tokens []int, lora string, from, to int) {
+	s := StoredBlocks{Hashes: hashes[from:to], First: from, BlockSize: c.blockSize, LoRA: lora}
 	if from > 0 {
 		s.Parent, s.HasParent = hashes[from-1], true
 	}

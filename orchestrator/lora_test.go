@@ -41,7 +41,7 @@ func TestAdapterOfARequest(t *testing.T) {
 		{"sglang", `{"model":"m:sql",` + prompt + `}`, "sql", 0, ""},
 		{"sglang", `{"model":"m","lora_path":"sql",` + prompt + `}`, "sql", 0, ""},
 		{"sglang", `{"model":"m:sql","lora_path":"other",` + prompt + `}`, "sql", 0, ""}, // the model's adapter wins
-		{"sglang", `{"model":"m","lora_path":["sql"],` + prompt + `}`, "", 0, ""},          // a batch's list: none
+		{"sglang", `{"model":"m","lora_path":["sql"],` + prompt + `}`, "", 0, ""},        // a batch's list: none
 		{"sglang", `{"model":"m:code",` + prompt + `}`, "", http.StatusBadRequest, `LoRA adapter \"code\" is not served by any worker (served: sql)`},
 		{"sglang", `{"model":"sql",` + prompt + `}`, "", http.StatusNotFound, `model \"sql\" does not exist (served: m)`},
 		{"trtllm", `{"model":"m","lora_request":{"lora_name":"sql","lora_int_id":1,"lora_path":"/a/sql"},` + prompt + `}`, "sql", 0, ""},

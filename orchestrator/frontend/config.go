@@ -28,7 +28,7 @@ type Config struct {
 	// AdminToken enables the admin API (/admin/workers) for requests with
 	// "Authorization: Bearer <token>" (default "": disabled). Prefer the
 	// DUET_SERVER_ADMIN_TOKEN environment variable to a file.
-	AdminToken string `mapstructure:"admin_token"`
+	AdminToken string `mapstructure:"admin_token" doc:"bearer token of the admin API (empty: the admin API is off); better set through DUET_SERVER_ADMIN_TOKEN"`
 	// DebugAddress serves Go's profiler (net/http/pprof, /debug/pprof/) on
 	// its own listener at host:port (default "": off). It exposes stacks
 	// and memory: keep it on a loopback or private address.

@@ -71,7 +71,7 @@ type Config struct {
 	// Classes are the priority classes, highest first (default high,
 	// normal, low). A key's waiters of a higher class are always admitted
 	// before those of a lower one; see priority.go.
-	Classes []Class `mapstructure:"classes"`
+	Classes []Class `mapstructure:"classes" doc:"priority classes, highest first; higher classes are admitted first, the lowest shed first under overload"`
 	// DefaultClass is the class of a request that names none (default
 	// normal).
 	DefaultClass string `mapstructure:"default_class" help:"priority class of requests that name none"`
@@ -80,17 +80,17 @@ type Config struct {
 // Class is one priority class of queue.classes.
 type Class struct {
 	// Name is what requests and tenants call the class (a metric label).
-	Name string `mapstructure:"name"`
+	Name string `mapstructure:"name" doc:"the class's name, used by X-Duet-Priority and tenants (letters, digits, _ and -, at most 32)"`
 	// MaxWait is the longest a request of the class waits (0: queue
 	// max_wait). A waiting request whose predicted wait exceeds it is
 	// shed at once with 429, lowest class first.
-	MaxWait time.Duration `mapstructure:"max_wait"`
+	MaxWait time.Duration `mapstructure:"max_wait" doc:"longest wait of a request of the class (0: queue max_wait); a request predicted to wait longer is shed with 429"`
 	// MaxShare is the fraction of a key's capacity that requests may
 	// occupy when one of this class is admitted (0: 1, all of it). Below 1
 	// it keeps headroom for the higher classes, so that their requests find
 	// a free slot at once instead of waiting for one to be released. A
 	// class's share may not exceed a higher class's.
-	MaxShare float64 `mapstructure:"max_share"`
+	MaxShare float64 `mapstructure:"max_share" doc:"share of the capacity requests may occupy when one of the class is admitted, in (0, 1] (0: 1); headroom for higher classes"`
 }
 
 // Defaults returns the default configuration.

@@ -20,28 +20,28 @@ type Config struct {
 	// bucket holds this long's worth of tokens (default 10s).
 	Burst time.Duration `mapstructure:"burst" help:"a tenant's token buckets hold this long's worth of its rates"`
 	// Tenants are the tenants (default none).
-	Tenants []Spec `mapstructure:"list"`
+	Tenants []Spec `mapstructure:"list" doc:"the tenants"`
 }
 
 // Spec is one tenant of tenants.list.
 type Spec struct {
 	// Name names the tenant in metrics, logs and the Header.
-	Name string `mapstructure:"name"`
+	Name string `mapstructure:"name" doc:"the tenant's name, in metrics, logs and tenants.header (letters, digits, ., _ and -, at most 64)"`
 	// APIKeys are the keys that identify the tenant.
-	APIKeys []string `mapstructure:"api_keys"`
+	APIKeys []string `mapstructure:"api_keys" doc:"keys that identify the tenant as Authorization: Bearer KEY (at least 8 characters; each key one tenant's)"`
 	// Class is the queue priority class of its requests ("": the queue's
 	// default_class); a request's X-Duet-Priority may lower it, never
 	// raise it.
-	Class string `mapstructure:"class"`
+	Class string `mapstructure:"class" doc:"highest queue priority class of its requests (empty: queue default_class)"`
 	// InputTokensPerMinute limits the prompt tokens admitted (0: no limit).
-	InputTokensPerMinute int `mapstructure:"input_tokens_per_minute"`
+	InputTokensPerMinute int `mapstructure:"input_tokens_per_minute" doc:"prompt tokens admitted per minute (0: no limit)"`
 	// OutputTokensPerMinute limits the tokens generated (0: no limit).
-	OutputTokensPerMinute int `mapstructure:"output_tokens_per_minute"`
+	OutputTokensPerMinute int `mapstructure:"output_tokens_per_minute" doc:"tokens generated per minute (0: no limit)"`
 	// MaxConcurrency limits the tenant's requests in flight (0: no limit).
-	MaxConcurrency int `mapstructure:"max_concurrency"`
+	MaxConcurrency int `mapstructure:"max_concurrency" doc:"requests in flight (0: no limit)"`
 	// IsolateCache keeps the tenant's prompts out of every other tenant's
 	// cache credit: its session keys and block hashes are its own.
-	IsolateCache bool `mapstructure:"isolate_cache"`
+	IsolateCache bool `mapstructure:"isolate_cache" doc:"no cache credit shared with other tenants"`
 }
 
 // Defaults returns the default configuration: no tenants.

@@ -40,7 +40,7 @@ type RedisConfig struct {
 	Address string `mapstructure:"address" help:"Redis server host:port"`
 	// Password authenticates to Redis ("" for none); better set through
 	// DUET_CLUSTER_REDIS_PASSWORD than in a file.
-	Password string `mapstructure:"password"`
+	Password string `mapstructure:"password" doc:"Redis password (empty: none); better set through DUET_CLUSTER_REDIS_PASSWORD"`
 	// DB is the Redis database number (default 0).
 	DB int `mapstructure:"db" help:"Redis database number"`
 	// KeyPrefix starts every key duet writes (default "duet:"): replicas

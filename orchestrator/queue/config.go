@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/duet-serve/duet/orchestrator/internal/names"
 )
 
 // Fairness modes of the normal class.
@@ -144,7 +146,7 @@ func (c Config) Validate() error {
 		return fmt.Errorf("boost_sessions: must be >= 1, got %d", c.BoostSessions)
 	case c.MaxQueueLength < 0:
 		return fmt.Errorf("max_queue_length: must be >= 0, got %d", c.MaxQueueLength)
-	case c.UserHeader != "" && !validHeaderName(c.UserHeader):
+	case c.UserHeader != "" && !names.Header(c.UserHeader):
 		return fmt.Errorf("user_header: %q is not a header name", c.UserHeader)
 	case !validMetricName(c.WaitingMetric):
 		return fmt.Errorf("waiting_metric: %q is not a Prometheus metric name", c.WaitingMetric)
@@ -163,7 +165,7 @@ func (c Config) validateClasses() error {
 	seen := map[string]bool{}
 	for i, cl := range c.Classes {
 		switch {
-		case !validClassName(cl.Name):
+		case !names.Label(cl.Name, 32, "_-"):
 			return fmt.Errorf("classes[%d].name: %q is not a class name (letters, digits, '_' and '-', at most 32)", i, cl.Name)
 		case seen[cl.Name]:
 			return fmt.Errorf("classes[%d].name: %q is listed twice", i, cl.Name)
@@ -218,19 +220,6 @@ func (c Config) classShare(i int) float64 {
 	return 1
 }
 
-// validClassName reports whether s is 1-32 letters, digits, '_' or '-'.
-func validClassName(s string) bool {
-	if s == "" || len(s) > 32 {
-		return false
-	}
-	for _, r := range s {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-') {
-			return false
-		}
-	}
-	return true
-}
-
 // User returns the user a request is charged to for fairness: the value of
 // the configured user_header when set (header returns "" for an absent
 // header), else bodyUser, the body's user field.
@@ -239,16 +228,6 @@ func (c Config) User(header func(name string) string, bodyUser string) string {
 		return header(c.UserHeader)
 	}
 	return bodyUser
-}
-
-// validHeaderName reports whether s is an HTTP token (RFC 9110 field name).
-func validHeaderName(s string) bool {
-	for _, r := range s {
-		if r > 0x7e || r <= ' ' || strings.ContainsRune(`"(),/:;<=>?@[\]{}`, r) {
-			return false
-		}
-	}
-	return s != ""
 }
 
 // validMetricName reports whether s matches [a-zA-Z_:][a-zA-Z0-9_:]*.

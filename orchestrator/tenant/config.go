@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/duet-serve/duet/orchestrator/internal/names"
 )
 
 // Config is the tenants: section.
@@ -53,7 +55,7 @@ const maxRate = 1 << 40
 // Validate checks the configuration; errors name the key relative to the
 // section. classes are the queue's priority classes.
 func (c Config) Validate() error {
-	if c.Header != "" && !validHeaderName(c.Header) {
+	if c.Header != "" && !names.Header(c.Header) {
 		return fmt.Errorf("header: %q is not a header name", c.Header)
 	}
 	if c.Burst < time.Second {
@@ -84,7 +86,7 @@ func (c Config) Validate() error {
 
 func (s Spec) validate() error {
 	switch {
-	case !validName(s.Name):
+	case !names.Label(s.Name, 64, "._-"):
 		return fmt.Errorf("name: %q is not a tenant name (letters, digits, '.', '_' and '-', at most 64)", s.Name)
 	case s.InputTokensPerMinute < 0 || s.InputTokensPerMinute > maxRate:
 		return fmt.Errorf("input_tokens_per_minute: must be in [0, %d], got %d", maxRate, s.InputTokensPerMinute)
@@ -99,27 +101,4 @@ func (s Spec) validate() error {
 		}
 	}
 	return nil
-}
-
-// validName reports whether s is 1-64 letters, digits, '.', '_' or '-'.
-func validName(s string) bool {
-	if s == "" || len(s) > 64 {
-		return false
-	}
-	for _, r := range s {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("._-", r)) {
-			return false
-		}
-	}
-	return true
-}
-
-// validHeaderName reports whether s is an HTTP token (RFC 9110 field name).
-func validHeaderName(s string) bool {
-	for _, r := range s {
-		if r > 0x7e || r <= ' ' || strings.ContainsRune(`"(),/:;<=>?@[\]{}`, r) {
-			return false
-		}
-	}
-	return s != ""
 }

@@ -85,7 +85,7 @@ no network and no duet overhead.`,
 	fs.Float64Var(&f.speedup, "speedup", 1, "with timestamps: replay this many times faster than recorded")
 	fs.DurationVar(&f.window, "oracle-window", 10*time.Minute, "memory of the windowed oracle: a block counts when a prompt held it at most this long ago")
 	fs.BoolVar(&f.kvEvents, "kv-events", false, "the modelled workers publish KV cache events and the router indexes them (as with fleet kv_events); default: the router estimates each cache from what it sent")
-	fs.DurationVar(&f.overhead, "serving-overhead", 0, "latency the serving path adds to each request outside the workers (HTTP, tokenization, relay); measure it on your machine (README)")
+	fs.DurationVar(&f.overhead, "serving-overhead", 0, "latency the serving path adds to each request outside the workers (HTTP, tokenization, relay); measure it on your machine (docs/benchmarks.md)")
 	fs.Lookup("artifact-dir").Usage = "directory for the runs' exports, one subdirectory per run (default artifacts/replay)"
 	return cmd
 }

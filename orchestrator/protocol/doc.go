@@ -30,8 +30,8 @@
 //
 // # Engine behaviour
 //
-// What each engine really answers was read from its source (README,
-// "Engine compatibility", lists the files and versions). The rules that
+// What each engine really answers was read from its source
+// (docs/engines.md, "Engine compatibility", lists the files and versions). The rules that
 // follow from it: the handle, not the finish reason, decides whether the
 // generation phase runs (vLLM answers a prefill with length, llm-d's
 // simulator with remote_decode, newer vLLM with stop plus a handle); only an

@@ -24,7 +24,7 @@ func (o *Orchestrator) admit(f *flight, in Incoming) error {
 		Class:   f.req.Class,
 		Key:     f.req.Model,
 		Session: f.req.SessionKey,
-		User:    o.queue.Config().User(in.Header, f.req.User),
+		User:    o.queue.Config().User(in.Header, f.req.User, f.req.TenantName()),
 		Tokens:  int(router.SaturatingAdd(len(f.req.Tokens), f.req.MaxTokens)),
 	}
 	wait, cancel := context.WithCancel(f.ctx)

@@ -64,6 +64,14 @@ func classRank(classes []string, name string) int {
 	return len(classes)
 }
 
+// TenantName is the request's tenant's name, "" when none claims it.
+func (r *Request) TenantName() string {
+	if r.Tenant == nil {
+		return ""
+	}
+	return r.Tenant.Name
+}
+
 // tenantIdentity scopes a request's session key and, with isolate_cache,
 // its block hashes to its tenant, so that two tenants' sessions never meet
 // and an isolated tenant's prompts match nothing of another's. It returns

@@ -2,6 +2,7 @@ package main
 
 import (
 	"flag"
+	"fmt"
 	"os"
 	"reflect"
 	"strings"
@@ -39,5 +40,25 @@ func TestConfigurationReference(t *testing.T) {
 		require.NoError(t, os.WriteFile(referenceDoc, []byte(want), 0o644))
 		return
 	}
-	require.Equal(t, want, string(raw), "docs/configuration.md is out of date: go test ./cmd/duet -run TestConfigurationReference -update")
+	if got := string(raw); got != want {
+		t.Fatalf("docs/configuration.md is out of date (run go test ./cmd/duet -run TestConfigurationReference -update): %s", firstDifference(got, want))
+	}
+}
+
+// firstDifference names the first line where got and want differ.
+func firstDifference(got, want string) string {
+	g, w := strings.Split(got, "\n"), strings.Split(want, "\n")
+	for i := range max(len(g), len(w)) {
+		var gl, wl string
+		if i < len(g) {
+			gl = g[i]
+		}
+		if i < len(w) {
+			wl = w[i]
+		}
+		if gl != wl {
+			return fmt.Sprintf("line %d is %q, the code says %q", i+1, gl, wl)
+		}
+	}
+	return "no line differs"
 }

@@ -140,7 +140,7 @@ func TestNewRejectsBadSetup(t *testing.T) {
 	require.EqualError(t, err, "queue: no worker pool")
 	cfg.Fairness = "x"
 	_, err = New(cfg, genPool(1), Options{})
-	require.EqualError(t, err, `queue: fairness: unknown mode "x" (valid: none, user)`)
+	require.EqualError(t, err, `queue: fairness: unknown mode "x" (valid: none, user, tenant)`)
 	_, err = New(testConfig(), genPool(1), Options{Role: "decode"})
 	require.ErrorContains(t, err, `queue: options: unknown role "decode"`)
 }

@@ -2,6 +2,7 @@ package queue
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -15,10 +16,14 @@ const (
 	// FairnessUser serves the normal class by least recent token usage of
 	// the request's user, then first in, first out.
 	FairnessUser = "user"
+	// FairnessTenant is FairnessUser with the request's tenant (tenants:)
+	// in place of its user: one tenant's burst does not hold the others'
+	// requests back.
+	FairnessTenant = "tenant"
 )
 
 // fairnessModes lists the valid fairness modes, for error messages.
-var fairnessModes = []string{FairnessNone, FairnessUser}
+var fairnessModes = []string{FairnessNone, FairnessUser, FairnessTenant}
 
 // Config is the queue: section.
 type Config struct {
@@ -36,10 +41,10 @@ type Config struct {
 	// remembered; the oldest completion is forgotten beyond it (default
 	// 100000).
 	BoostSessions int `mapstructure:"boost_sessions" help:"sessions remembered for boosting (oldest forgotten beyond)"`
-	// Fairness orders the normal class: none (FIFO, default) or user
-	// (least recent token usage per user first; usage is counted at
-	// admission, across keys).
-	Fairness string `mapstructure:"fairness" help:"order of non-boosted requests: none (FIFO) or user (least recent usage first)"`
+	// Fairness orders the normal turns of a class: none (FIFO, default),
+	// user (least recent token usage per user first; usage is counted at
+	// admission, across keys) or tenant (the same per tenant).
+	Fairness string `mapstructure:"fairness" help:"order of non-boosted requests: none (FIFO), user or tenant (least recent usage first)"`
 	// FairnessHalfLife is the half-life of the per-user token usage that
 	// fairness: user orders by (default 60s).
 	FairnessHalfLife time.Duration `mapstructure:"fairness_half_life" help:"half-life of per-user token usage for fairness: user"`
@@ -117,7 +122,7 @@ func Defaults() Config {
 // section. A disabled section is checked too, so that turning it on cannot
 // surface an old mistake.
 func (c Config) Validate() error {
-	if c.Fairness != FairnessNone && c.Fairness != FairnessUser {
+	if !slices.Contains(fairnessModes, c.Fairness) {
 		return fmt.Errorf("fairness: unknown mode %q (valid: %s)", c.Fairness, strings.Join(fairnessModes, ", "))
 	}
 	nonNegative := []struct {
@@ -220,10 +225,14 @@ func (c Config) classShare(i int) float64 {
 	return 1
 }
 
-// User returns the user a request is charged to for fairness: the value of
-// the configured user_header when set (header returns "" for an absent
-// header), else bodyUser, the body's user field.
-func (c Config) User(header func(name string) string, bodyUser string) string {
+// User returns whom a request is charged to for fairness: its tenant
+// with fairness: tenant ("" for none), else the value of the configured
+// user_header when set (header returns "" for an absent header), else
+// bodyUser, the body's user field.
+func (c Config) User(header func(name string) string, bodyUser, tenant string) string {
+	if c.Fairness == FairnessTenant {
+		return tenant
+	}
 	if c.UserHeader != "" {
 		return header(c.UserHeader)
 	}

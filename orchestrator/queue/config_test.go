@@ -14,7 +14,7 @@ func TestConfigValidate(t *testing.T) {
 		edit func(*Config)
 		err  string
 	}{
-		{"fairness", func(c *Config) { c.Fairness = "x" }, `fairness: unknown mode "x" (valid: none, user)`},
+		{"fairness", func(c *Config) { c.Fairness = "x" }, `fairness: unknown mode "x" (valid: none, user, tenant)`},
 		{"inflight", func(c *Config) { c.InflightPerWorker = 0 }, "inflight_per_worker: must be >= 1, got 0"},
 		{"boost ttl", func(c *Config) { c.SessionBoostTTL = -time.Second }, "session_boost_ttl: must be >= 0, got -1s"},
 		{"boost sessions", func(c *Config) { c.BoostSessions = 0 }, "boost_sessions: must be >= 1, got 0"},
@@ -55,7 +55,10 @@ func TestConfigValidate(t *testing.T) {
 func TestConfigUser(t *testing.T) {
 	header := func(name string) string { return map[string]string{"X-User": "alice"}[name] }
 	c := Defaults()
-	require.Equal(t, "bob", c.User(header, "bob"))
+	require.Equal(t, "bob", c.User(header, "bob", "acme"))
 	c.UserHeader = "X-User"
-	require.Equal(t, "alice", c.User(header, "bob"))
+	require.Equal(t, "alice", c.User(header, "bob", "acme"))
+	c.Fairness = FairnessTenant
+	require.Equal(t, "acme", c.User(header, "bob", "acme"), "the tenant, whatever the user")
+	require.Empty(t, c.User(header, "bob", ""), "requests no tenant claims share one bucket")
 }

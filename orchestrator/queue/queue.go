@@ -107,7 +107,7 @@ func New(cfg Config, pool *router.Pool, opts Options) (*Queue, error) {
 	if q.afterFunc == nil {
 		q.afterFunc = func(d time.Duration, f func()) func() bool { return time.AfterFunc(d, f).Stop }
 	}
-	if cfg.Fairness == FairnessUser {
+	if cfg.Fairness != FairnessNone {
 		q.usage = newUsageTable(cfg.FairnessHalfLife)
 	}
 	m, err := newMetrics(opts.Registry)

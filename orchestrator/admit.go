@@ -10,6 +10,16 @@ import (
 	"github.com/duet-serve/duet/router"
 )
 
+// queueKey is the admission queue's key of a request for model: the
+// served model's name, whichever of its names or adapters the request
+// asked for (they share its workers), else model.
+func (o *Orchestrator) queueKey(model string) string {
+	if len(o.cfg.Models) > 0 {
+		return o.cfg.Models[0]
+	}
+	return model
+}
+
 // admit waits for the admission queue to let f through; without a queue it
 // returns at once. The wait ends early when the client leaves (499) or the
 // server begins shutting down (503). The slot is f's until it ends.
@@ -22,7 +32,7 @@ func (o *Orchestrator) admit(f *flight, in Incoming) error {
 	}
 	ticket := queue.Ticket{
 		Class:   f.req.Class,
-		Key:     f.req.Model,
+		Key:     o.queueKey(f.req.Model),
 		Session: f.req.SessionKey,
 		User:    o.queue.Config().User(in.Header, f.req.User, f.req.TenantName()),
 		Tokens:  int(router.SaturatingAdd(len(f.req.Tokens), f.req.MaxTokens)),

@@ -96,6 +96,16 @@ func (o *Orchestrator) resolveModel(model string, lf loraFields, req *Request) e
 	return nil
 }
 
+// unalias returns the body of a request that names its model by an alias
+// with the model's own name instead, as its workers serve it (the body
+// unchanged otherwise). req.Model stays the name the client sent.
+func (o *Orchestrator) unalias(req *Request) ([]byte, error) {
+	if !o.aliased || len(o.cfg.Models) == 0 || req.Adapter == req.Model || req.Model == o.cfg.Models[0] || !slices.Contains(o.cfg.Models, req.Model) {
+		return req.Body, nil
+	}
+	return openai.RewriteBody(req.Body, map[string]any{"model": o.cfg.Models[0]})
+}
+
 // servedNames lists the model names a client may send: the configured
 // models and, under vLLM, every adapter a worker serves.
 func (o *Orchestrator) servedNames() []string {

@@ -84,3 +84,22 @@ func TestAdapterRequestsAreRoutedAndHashedApart(t *testing.T) {
 		require.Equal(t, "gen-1", resp.Route.Gen)
 	}
 }
+
+// An alias reaches the workers as the model's own name, once the
+// orchestrator is told its names are aliases (several models); otherwise
+// the body is sent as the client wrote it.
+func TestAliasIsSentAsTheModelsName(t *testing.T) {
+	cfg := testConfig()
+	cfg.Models = []string{"org/model", "short"}
+	h := newHarness(t, cfg, []*fakeWorker{newFakeWorker(t, ctxOK)}, []*fakeWorker{newFakeWorker(t, genStream(1, true))})
+	body := []byte(`{"model":"short","messages":[{"role":"user","content":"hi"}]}`)
+	req, err := h.o.parse(Incoming{Endpoint: 1, Body: body})
+	require.NoError(t, err)
+	require.JSONEq(t, string(body), string(req.Body), "not aliased: unchanged")
+	h.o.aliased = true
+	req, err = h.o.parse(Incoming{Endpoint: 1, Body: body})
+	require.NoError(t, err)
+	require.Equal(t, "short", req.Model)
+	require.JSONEq(t, `{"model":"org/model","messages":[{"role":"user","content":"hi"}]}`, string(req.Body))
+	require.Equal(t, "org/model", h.o.queueKey(req.Model), "one queue key for every name")
+}

@@ -36,6 +36,10 @@ type Options struct {
 	Queue *queue.Queue
 	// Tracer, when set, traces every request (see trace.go); nil: off.
 	Tracer trace.Tracer
+	// Aliased, when set, sends a request that names the model by another of
+	// Config.Models (an alias) to the workers as Config.Models[0], the name
+	// they serve.
+	Aliased bool
 	// Tenants, when set, identifies each request's tenant (tenancy.go);
 	// Limits enforces their limits (nil: tenants have none).
 	Tenants *tenant.Set
@@ -57,6 +61,7 @@ type Orchestrator struct {
 	tracer  trace.Tracer // nil: tracing off
 	rand    func() uint64
 	queue   *queue.Queue    // nil: no admission queue
+	aliased bool            // Options.Aliased
 	tenants *tenant.Set     // nil: no tenants
 	limits  *tenant.Limiter // nil: no tenant limits
 	// drainWait bounds the read of a worker's body after its [DONE]
@@ -94,7 +99,7 @@ func New(o Options) (*Orchestrator, error) {
 	pool.OnMembershipChange(func() { up.keep(pool.All()) })
 	return &Orchestrator{cfg: o.Config, lens: o.Config.modelLens(), adapter: adapter, router: o.Router, tok: o.Tokenizer, up: up,
 		metrics: m, log: o.Log, access: o.AccessLog, now: o.Now, rand: o.Rand, queue: o.Queue, tracer: o.Tracer,
-		tenants: o.Tenants, limits: o.Limits,
+		tenants: o.Tenants, limits: o.Limits, aliased: o.Aliased,
 		drainWait: defaultDrainWait}, nil
 }
 

@@ -180,6 +180,9 @@ func (o *Orchestrator) parse(in Incoming) (*Request, error) {
 	if req.Body, err = stripInternalFields(in.Body); err != nil {
 		return nil, badRequest("", "request body must be a JSON object")
 	}
+	if req.Body, err = o.unalias(req); err != nil {
+		return nil, badRequest("", "request body must be a JSON object")
+	}
 	req.Hashes = tokenizer.SaltedBlockHashes(req.Tokens, o.router.BlockSize(), tenantIdentity(t, req, tokenizer.AdapterSalt(req.Adapter, req.CacheSalt)))
 	return req, nil
 }

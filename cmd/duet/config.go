@@ -30,6 +30,12 @@ type Config struct {
 	Tokenizer    tokenizer.Config    `mapstructure:"tokenizer"`
 	Fleet        workers.Config      `mapstructure:"fleet"`
 	Sim          sim.Config          `mapstructure:"sim"`
+	// Models, when set, are several models, each with its own fleet
+	// (models.go); the top-level sections hold what they share.
+	Models []modelConfig `mapstructure:"models" doc:"several models behind one duet, each with its own fleet; the top-level sections hold what they share"`
+
+	// resolved is each model's whole configuration (models set), or nil.
+	resolved []Config
 }
 
 // defaultConfig returns every section's defaults.
@@ -116,6 +122,13 @@ func loadConfig(v *viper.Viper, path string, yaml []byte) (Config, error) {
 	}
 	if err := cfg.Validate(); err != nil {
 		return Config{}, err
+	}
+	if len(cfg.Models) > 0 {
+		resolved, err := resolveModels(v, cfg)
+		if err != nil {
+			return Config{}, err
+		}
+		cfg.resolved = resolved
 	}
 	return cfg, nil
 }

@@ -38,7 +38,7 @@ func TestConfigPrecedence(t *testing.T) {
 
 func TestConfigErrorsNameTheKey(t *testing.T) {
 	cases := []struct{ name, yaml, want string }{
-		{"unknown top-level", "sever: {port: 1}\n", "config: unknown key sever.port (valid keys in top level: cluster, fleet, log, orchestrator, queue, router, server, sim, tenants, tokenizer, tracing)"},
+		{"unknown top-level", "sever: {port: 1}\n", "config: unknown key sever.port (valid keys in top level: cluster, fleet, log, models, orchestrator, queue, router, server, sim, tenants, tokenizer, tracing)"},
 		{"unknown nested", "server: {prot: 1}\n", "config: unknown key server.prot (valid keys in server: admin_token, debug_address, host, idle_timeout, max_body_bytes, max_concurrency, max_header_bytes, port, read_timeout)"},
 		{"camelCase", "server: {maxBodyBytes: 1}\n", "unknown key server.maxbodybytes"},
 		{"bad enum", "router: {policy: random}\n", `config: router.policy: unknown policy "random" (valid: conversation, round-robin, least-load, consistent-hash, kv-aware)`},
@@ -105,7 +105,13 @@ func TestShippedConfigsValidate(t *testing.T) {
 			require.NoError(t, err)
 			cfg, err := loadConfig(viper.New(), "", b)
 			require.NoError(t, err)
-			require.Positive(t, cfg.Fleet.Context.Count+len(cfg.Fleet.Context.URLs))
+			fleets := []Config{cfg}
+			if len(cfg.Models) > 0 {
+				fleets = cfg.resolved
+			}
+			for _, f := range fleets {
+				require.Positive(t, f.Fleet.Context.Count+len(f.Fleet.Context.URLs))
+			}
 		})
 	}
 }
@@ -136,4 +142,55 @@ fleet:
 `), nil)
 	require.NoError(t, err)
 	require.Equal(t, []string{"Qwen/Qwen3-8B"}, servedModels(cfg))
+}
+
+func TestModelsLayTheirSectionsOverTheTopLevel(t *testing.T) {
+	cfg, err := loadConfig(viper.New(), writeYAML(t, `
+orchestrator: {context_timeout: 5s}
+router: {stickiness_tokens: 100}
+fleet: {health_interval: 3s, run_dir: /var/run/duet, context: {count: 1}}
+models:
+  - name: a
+    aliases: [alpha]
+    fleet: {context: {base_port: 9100}, generation: {base_port: 9200}}
+  - name: b
+    orchestrator: {protocol: vllm}
+    router: {stickiness_tokens: 7}
+    fleet: {context: {base_port: 9300}, generation: {base_port: 9400, count: 3}}
+`), nil)
+	require.NoError(t, err)
+	require.Len(t, cfg.resolved, 2)
+	a, b := cfg.resolved[0], cfg.resolved[1]
+	require.Equal(t, []string{"a", "alpha"}, a.Orchestrator.Models)
+	require.Equal(t, []string{"b"}, b.Orchestrator.Models)
+	require.Equal(t, "trtllm", a.Orchestrator.Protocol, "the default")
+	require.Equal(t, "vllm", b.Orchestrator.Protocol)
+	require.Equal(t, 5*time.Second, b.Orchestrator.ContextTimeout, "shared from the top level")
+	require.Equal(t, int64(100), a.Router.StickinessTokens)
+	require.Equal(t, int64(7), b.Router.StickinessTokens)
+	require.Equal(t, 3*time.Second, b.Fleet.HealthInterval)
+	require.Equal(t, 1, a.Fleet.Context.Count, "a top-level pool key reaches every model")
+	require.Equal(t, 9300, b.Fleet.Context.BasePort)
+	require.Equal(t, 3, b.Fleet.Generation.Count)
+	require.Equal(t, "/var/run/duet/a", a.Fleet.RunDir, "each model's logs apart")
+}
+
+func TestModelsConfigErrors(t *testing.T) {
+	cases := []struct{ name, yaml, want string }{
+		{"unknown key in a model's section", "models: [{name: a, router: {polcy: x}}]\n",
+			"config: models[0] (a): config: unknown key router.polcy (valid keys in router:"},
+		{"bad value in a model's section", "models: [{name: a, orchestrator: {protocol: grpc}}]\n",
+			`config: models[0] (a): config: orchestrator.protocol: unknown protocol "grpc"`},
+		{"unknown key in a model", "models: [{name: a, flet: {}}]\n", "models[0]: has invalid keys: flet"},
+		{"name twice", "models: [{name: a}, {name: b, aliases: [a]}]\n", `config: models[1].aliases[0]: "a" is already a name of models[0]`},
+		{"empty name", "models: [{aliases: [x]}]\n", `config: models[0].name: "" is not a model name (no spaces)`},
+		{"redis", "cluster: {state: redis}\nmodels: [{name: a}]\n", "config: models: several models share no state across replicas yet"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := loadConfig(viper.New(), writeYAML(t, tc.yaml), nil)
+			require.Error(t, err)
+			require.Contains(t, err.Error(), tc.want)
+		})
+	}
 }

@@ -46,42 +46,77 @@ and generated files instead of starting anything.`,
 }
 
 func runLaunch(ctx context.Context, out io.Writer, cfg Config, f launchFlags, log *zap.Logger) error {
+	models := cfg.resolved
+	if len(models) == 0 {
+		models = []Config{cfg}
+	} else if f.emitTRTLLM != "" {
+		return fmt.Errorf("--emit-trtllm-config describes one fleet: launch each model's fleet with a config of its own")
+	}
+	var fleets []*workers.Fleet
+	defer func() {
+		for _, fl := range fleets {
+			stopFleet(fl, cfg.Fleet.ShutdownGrace, log)
+		}
+	}()
+	for _, m := range models {
+		if len(models) > 1 {
+			fmt.Fprintf(out, "# model %s\n", m.Orchestrator.Models[0])
+		}
+		fleet, err := launchFleet(ctx, out, m, f, log)
+		if err != nil {
+			return err
+		}
+		if fleet != nil {
+			fleets = append(fleets, fleet)
+		}
+	}
+	if f.dryRun {
+		return nil
+	}
+	<-ctx.Done()
+	return nil
+}
+
+// launchFleet launches cfg's fleet and prints its workers, or with
+// --dry-run prints what it would run (nil fleet).
+func launchFleet(ctx context.Context, out io.Writer, cfg Config, f launchFlags, log *zap.Logger) (*workers.Fleet, error) {
 	simArgs, err := simTokenizerArgs(cfg.Tokenizer)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	opts := workers.Options{SimProtocol: cfg.Orchestrator.Protocol, SimArgs: simArgs, Logger: log.Named("fleet")}
 	if f.dryRun {
 		plan, err := workers.NewPlan(cfg.Fleet, opts) // creates nothing
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if err := plan.WriteScript(out); err != nil {
-			return err
+			return nil, err
 		}
 		if f.emitTRTLLM == "" {
-			return nil
+			return nil, nil
 		}
-		return emitTRTLLMConfig(out, f, planned(plan), true)
+		return nil, emitTRTLLMConfig(out, f, planned(plan), true)
 	}
 	fleet, err := workers.New(cfg.Fleet, opts)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer stopFleet(fleet, cfg.Fleet.ShutdownGrace, log)
 	if err := fleet.Start(ctx); err != nil {
-		return err
+		stopFleet(fleet, cfg.Fleet.ShutdownGrace, log)
+		return nil, err
 	}
 	if err := printWorkers(out, fleet.Snapshot()); err != nil {
-		return err
+		stopFleet(fleet, cfg.Fleet.ShutdownGrace, log)
+		return nil, err
 	}
 	if f.emitTRTLLM != "" {
 		if err := emitTRTLLMConfig(out, f, fleet.Snapshot(), false); err != nil {
-			return err
+			stopFleet(fleet, cfg.Fleet.ShutdownGrace, log)
+			return nil, err
 		}
 	}
-	<-ctx.Done()
-	return nil
+	return fleet, nil
 }
 
 // planned lists a plan's workers as the fleet would report them.

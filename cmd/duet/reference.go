@@ -29,23 +29,25 @@ func referenceRows(prefix string, v reflect.Value) []refRow {
 		if name == "" || name == "-" || !f.IsExported() {
 			continue
 		}
-		key := joinKey(prefix, name)
-		fv := v.Field(i)
-		switch {
-		case f.Type.Kind() == reflect.Struct && f.Type != durationType:
-			rows = append(rows, referenceRows(key, fv)...)
-			continue
-		case f.Type.Kind() == reflect.Slice && f.Type.Elem().Kind() == reflect.Struct:
-			rows = append(rows, refRow{key: key, typ: "list", def: listDefault(fv), doc: fieldDoc(f)})
-			for _, r := range referenceRows(key+"[]", reflect.New(f.Type.Elem()).Elem()) {
-				r.def = "" // an item's field has no default of its own: its zero value is said in its description
-				rows = append(rows, r)
-			}
-			continue
-		}
-		rows = append(rows, refRow{key: key, typ: typeName(f.Type), def: defaultText(fv), doc: fieldDoc(f)})
+		rows = append(rows, fieldRows(joinKey(prefix, name), f, v.Field(i))...)
 	}
 	return rows
+}
+
+// fieldRows returns the rows of field f, keyed key, with value fv.
+func fieldRows(key string, f reflect.StructField, fv reflect.Value) []refRow {
+	switch {
+	case f.Type.Kind() == reflect.Struct && f.Type != durationType:
+		return referenceRows(key, fv)
+	case f.Type.Kind() == reflect.Slice && f.Type.Elem().Kind() == reflect.Struct:
+		rows := []refRow{{key: key, typ: "list", def: listDefault(fv), doc: fieldDoc(f)}}
+		for _, r := range referenceRows(key+"[]", reflect.New(f.Type.Elem()).Elem()) {
+			r.def = "" // an item's field has no default of its own: its zero value is said in its description
+			rows = append(rows, r)
+		}
+		return rows
+	}
+	return []refRow{{key: key, typ: typeName(f.Type), def: defaultText(fv), doc: fieldDoc(f)}}
 }
 
 func joinKey(prefix, name string) string {
@@ -126,9 +128,13 @@ func configReference(cfg Config) string {
 	v := reflect.ValueOf(cfg)
 	t := v.Type()
 	for i := range t.NumField() {
-		section := t.Field(i).Tag.Get("mapstructure")
+		f := t.Field(i)
+		section := f.Tag.Get("mapstructure")
+		if section == "" || !f.IsExported() {
+			continue
+		}
 		fmt.Fprintf(&b, "\n### `%s`\n\n| key | type | default | what it does |\n|---|---|---|---|\n", section)
-		for _, r := range referenceRows(section, v.Field(i)) {
+		for _, r := range fieldRows(section, f, v.Field(i)) {
 			def := "`" + escapeCell(r.def) + "`"
 			if r.def == "" {
 				def = "—"

@@ -3,15 +3,12 @@ package main
 import (
 	"context"
 	"fmt"
-	"go.opentelemetry.io/otel/trace"
 	"net"
 	"strconv"
 	"time"
 
 	"github.com/duet-serve/duet/configs"
-	"github.com/duet-serve/duet/orchestrator"
 	"github.com/duet-serve/duet/orchestrator/frontend"
-	"github.com/duet-serve/duet/orchestrator/queue"
 	"github.com/duet-serve/duet/orchestrator/tenant"
 	"github.com/duet-serve/duet/router"
 	"github.com/duet-serve/duet/router/kvfeed"
@@ -44,13 +41,14 @@ workers and the frontend on 127.0.0.1:8000.`,
 }
 
 func runServe(ctx context.Context, cfg Config, log *zap.Logger) error {
-	if err := checkSimProtocol(cfg); err != nil {
-		return err
+	models := cfg.resolved
+	if len(models) == 0 {
+		models = []Config{cfg}
 	}
-	cfg.Tokenizer = modelTokenizer(cfg)
-	tok, err := tokenizer.New(cfg.Tokenizer)
-	if err != nil {
-		return err
+	for _, m := range models {
+		if err := checkSimProtocol(m); err != nil {
+			return err
+		}
 	}
 	ln, err := listen(cfg.Server) // before the fleet: a taken port must not cost a model load
 	if err != nil {
@@ -62,39 +60,27 @@ func runServe(ctx context.Context, cfg Config, log *zap.Logger) error {
 		return err
 	}
 	defer stopDebug()
-	simArgs, err := simTokenizerArgs(cfg.Tokenizer)
-	if err != nil {
-		return err
-	}
-	fleet, err := workers.New(cfg.Fleet, workers.Options{SimProtocol: cfg.Orchestrator.Protocol, SimArgs: simArgs,
-		Logger: log.Named("fleet"), CacheSize: cacheSizeReaders(cfg.Orchestrator.Protocol)})
-	if err != nil {
-		return err
-	}
-	defer stopFleet(fleet, cfg.Fleet.ShutdownGrace, log)
-	if err := fleet.Start(ctx); err != nil {
-		return err
-	}
-	pool := router.NewPool()
-	ps := &poolSync{fleet: fleet, pool: pool, protocol: cfg.Orchestrator.Protocol}
 	syncCtx, cancelSync := context.WithCancel(ctx)
 	defer cancelSync()
-	syncDone := syncPool(syncCtx, ps)
-	defer func() { cancelSync(); <-syncDone }()
-	fileDone, err := startWorkersFile(syncCtx, cfg.Fleet, ps, log)
-	if err != nil {
-		return err
+	runs := make([]*modelRun, 0, len(models))
+	defer func() { // the fleets stop last, after every loop over them
+		for _, r := range runs {
+			r.stop()
+		}
+	}()
+	for _, m := range models {
+		r, err := startModel(ctx, syncCtx, m, len(models) > 1, log)
+		if err != nil {
+			return err
+		}
+		runs = append(runs, r)
 	}
-	defer func() { cancelSync(); <-fileDone }()
-	etcdDone := startEtcd(syncCtx, cfg.Fleet, ps, log)
-	defer func() { cancelSync(); <-etcdDone }()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	q, err := queue.New(cfg.Queue, pool, queue.Options{Log: log.Named("queue"), Registry: reg})
+	q, err := newQueue(cfg.Queue, runs, reg, log)
 	if err != nil {
 		return err
 	}
-	pool.OnMembershipChange(q.Recheck)
 	queueDone := make(chan struct{})
 	go func() { defer close(queueDone); q.Run(syncCtx) }()
 	defer func() { cancelSync(); <-queueDone }()
@@ -103,11 +89,14 @@ func runServe(ctx context.Context, cfg Config, log *zap.Logger) error {
 		return err
 	}
 	defer stopAccess()
-	shared, stopCluster, err := startCluster(syncCtx, cfg, ps, reg, log)
-	if err != nil {
-		return err
+	var shared *redisstore.Store // several models share no state (checkModelNames)
+	if len(runs) == 1 {
+		var stopCluster func()
+		if shared, stopCluster, err = startCluster(syncCtx, cfg, runs[0].ps, reg, log); err != nil {
+			return err
+		}
+		defer stopCluster()
 	}
-	defer stopCluster()
 	tracer, stopTracing, err := startTracing(ctx, cfg.Tracing, log)
 	if err != nil {
 		return err
@@ -117,17 +106,27 @@ func runServe(ctx context.Context, cfg Config, log *zap.Logger) error {
 	limitsDone := make(chan struct{})
 	go func() { defer close(limitsDone); limits.Run(syncCtx.Done()) }()
 	defer func() { cancelSync(); <-limitsDone }()
-	srv, rt, err := buildFrontend(cfg, log, access, tok, reg, q, limits, tracer, admin{fleet: fleet, sync: ps, shared: shared})
+	deps := modelDeps{access: access, reg: reg, queue: q, limits: limits, tracer: tracer, shared: shared, tenants: tenant.NewSet(cfg.Tenants)}
+	var served []frontend.Model
+	for _, r := range runs {
+		if err := r.build(deps, len(runs) > 1, log); err != nil {
+			return err
+		}
+		served = append(served, r.frontendModel(shared))
+		feed := kvfeed.New(r.rt, log.Named("kv_events"))
+		feedDone := make(chan struct{})
+		go func() { defer close(feedDone); feed.Run(syncCtx) }()
+		defer func() { cancelSync(); <-feedDone }()
+	}
+	srv, err := frontend.New(frontend.Options{Config: cfg.Server, Models: served, Gatherer: reg, Log: log, Version: versionString()})
 	if err != nil {
 		return err
 	}
-	feed := kvfeed.New(rt, log.Named("kv_events"))
-	feedDone := make(chan struct{})
-	go func() { defer close(feedDone); feed.Run(syncCtx) }()
-	defer func() { cancelSync(); <-feedDone }()
-	log.Info("duet serving", zap.String("url", "http://"+ln.Addr().String()), zap.String("protocol", cfg.Orchestrator.Protocol),
-		zap.String("policy", cfg.Router.Policy), zap.String("state", cfg.Cluster.State), zap.Strings("models", servedModels(cfg)),
-		zap.String("tokenizer", tok.Info().Tokenizer), zap.String("chat_template", tok.Info().ChatTemplate))
+	for _, r := range runs {
+		log.Info("duet serving", zap.String("url", "http://"+ln.Addr().String()), zap.String("protocol", r.cfg.Orchestrator.Protocol),
+			zap.String("policy", r.cfg.Router.Policy), zap.String("state", cfg.Cluster.State), zap.Strings("models", r.names),
+			zap.String("tokenizer", r.tok.Info().Tokenizer), zap.String("chat_template", r.tok.Info().ChatTemplate))
+	}
 	return srv.Serve(ctx, ln)
 }
 
@@ -140,29 +139,6 @@ func listen(cfg frontend.Config) (net.Listener, error) {
 		return nil, fmt.Errorf("config: server.port: cannot listen on %s (set server.host/server.port or --host/--port): %w", addr, err)
 	}
 	return ln, nil
-}
-
-func buildFrontend(cfg Config, log, access *zap.Logger, tok *tokenizer.Tokenizer, reg *prometheus.Registry, q *queue.Queue,
-	limits *tenant.Limiter, tracer trace.Tracer, a admin) (*frontend.Server, *router.Router, error) {
-	pool := a.sync.pool
-	rt, err := router.New(pool, cfg.Router, nil)
-	if err != nil {
-		return nil, nil, err
-	}
-	rt.OnSignalChange(logSignalChange(log.Named("router"), cfg.Router.TokensPerBlock))
-	if a.shared != nil {
-		rt.ShareState(a.shared)
-	}
-	ocfg := cfg.Orchestrator
-	ocfg.Models = servedModels(cfg)
-	orch, err := orchestrator.New(orchestrator.Options{Config: ocfg, Router: rt, Tokenizer: tok, Log: log,
-		AccessLog: access, Registry: reg, Queue: q, Tracer: tracer, Tenants: tenant.NewSet(cfg.Tenants), Limits: limits})
-	if err != nil {
-		return nil, nil, err
-	}
-	srv, err := frontend.New(frontend.Options{Config: cfg.Server, Orchestrator: orch, Pool: pool, Gatherer: reg,
-		Log: log, Version: versionString(), Fleet: func() any { return a.fleet.Snapshot() }, Admin: a})
-	return srv, rt, err
 }
 
 // finerBlocks reports whether ep's KV blocks divide tokensPerBlock: the

@@ -49,7 +49,7 @@ const adminPrefix = "/admin/workers"
 // with "Authorization: Bearer <server.admin_token>". Without a token
 // configured the routes do not exist (404).
 func (s *Server) admin(ctx *fasthttp.RequestCtx, path, method string) {
-	if s.opts.Config.AdminToken == "" || s.opts.Admin == nil {
+	if s.opts.Config.AdminToken == "" || !s.hasAdmin() {
 		writeError(ctx, &orchestrator.Error{Status: http.StatusNotFound, Message: "no route " + path + " (the admin API is disabled: set server.admin_token)"})
 		return
 	}
@@ -58,24 +58,29 @@ func (s *Server) admin(ctx *fasthttp.RequestCtx, path, method string) {
 		writeError(ctx, &orchestrator.Error{Status: http.StatusUnauthorized, Message: "missing or wrong bearer token"})
 		return
 	}
+	m, bad := s.adminModel(ctx)
+	if bad != nil {
+		writeError(ctx, bad)
+		return
+	}
 	rest := strings.Trim(strings.TrimPrefix(path, adminPrefix), "/")
 	id, action, _ := strings.Cut(rest, "/")
 	var err error
 	switch {
 	case rest == "" && method == fasthttp.MethodGet:
-		s.clusterInfo(ctx)
+		writeJSON(ctx, http.StatusOK, modelInfo(m))
 		return
 	case rest == "" && method == fasthttp.MethodPost:
-		err = s.addWorker(ctx.PostBody())
+		err = addWorker(m.Admin, ctx.PostBody())
 	case id != "" && action == "" && method == fasthttp.MethodDelete:
-		err = s.opts.Admin.RemoveWorker(id)
+		err = m.Admin.RemoveWorker(id)
 	case id != "" && action == "drain" && method == fasthttp.MethodPost:
 		var migrate bool
 		if migrate, err = drainMigrates(ctx.PostBody()); err == nil {
-			err = s.opts.Admin.SetDraining(id, true, migrate)
+			err = m.Admin.SetDraining(id, true, migrate)
 		}
 	case id != "" && action == "undrain" && method == fasthttp.MethodPost:
-		err = s.opts.Admin.SetDraining(id, false, false)
+		err = m.Admin.SetDraining(id, false, false)
 	default:
 		writeError(ctx, &orchestrator.Error{Status: http.StatusNotFound, Message: "no admin route " + method + " " + path})
 		return
@@ -120,7 +125,17 @@ type addRequest struct {
 	BootstrapPort int `json:"bootstrap_port"`
 }
 
-func (s *Server) addWorker(body []byte) error {
+// hasAdmin reports whether every model has an admin.
+func (s *Server) hasAdmin() bool {
+	for _, m := range s.opts.Models {
+		if m.Admin == nil {
+			return false
+		}
+	}
+	return true
+}
+
+func addWorker(admin Admin, body []byte) error {
 	var a addRequest
 	if err := json.Unmarshal(body, &a); err != nil {
 		return &orchestrator.Error{Status: http.StatusBadRequest, Message: "body must be {\"id\",\"url\",\"role\"}: " + err.Error()}
@@ -140,7 +155,7 @@ func (s *Server) addWorker(body []byte) error {
 		return &orchestrator.Error{Status: http.StatusBadRequest, Param: "bootstrap_port",
 			Message: "bootstrap_port is an SGLang prefill worker's: a generation worker has none"}
 	}
-	return s.opts.Admin.AddWorker(router.Member{ID: a.ID, URL: strings.TrimRight(a.URL, "/"), Role: role, BootstrapPort: a.BootstrapPort})
+	return admin.AddWorker(router.Member{ID: a.ID, URL: strings.TrimRight(a.URL, "/"), Role: role, BootstrapPort: a.BootstrapPort})
 }
 
 func adminError(err error) *orchestrator.Error {

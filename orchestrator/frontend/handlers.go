@@ -76,8 +76,13 @@ func (s *Server) completion(ctx *fasthttp.RequestCtx, method string, ep protocol
 		writeError(ctx, failed)
 		return
 	}
+	m := s.modelOf(body)
+	if m == nil {
+		writeError(ctx, s.unknownModel(body))
+		return
+	}
 	client, stopWatch := watchClient(ctx.Conn())
-	resp := s.opts.Orchestrator.Handle(client, orchestrator.Incoming{
+	resp := m.Orchestrator.Handle(client, orchestrator.Incoming{
 		Endpoint: ep, Body: body, RequestID: id, Received: time.Now(), Stopping: ctx.Done(),
 		Header: func(name string) string { return string(ctx.Request.Header.Peek(name)) },
 	})
@@ -222,25 +227,26 @@ func requestID(ctx *fasthttp.RequestCtx) string {
 	return fmt.Sprintf("%016x%016x", rand.Uint64(), rand.Uint64())
 }
 
-// models serves GET /v1/models: the served models, then the LoRA adapters
-// the workers serve, each with its base model as parent (the first served
-// model), as vLLM lists them.
+// models serves GET /v1/models: each model's names, then the LoRA adapters
+// its workers serve, each with the model as parent, as vLLM lists them.
 func (s *Server) models(ctx *fasthttp.RequestCtx) {
 	writeJSON(ctx, http.StatusOK, s.modelList())
 }
 
 func (s *Server) modelList() openai.ModelList {
-	served := s.opts.Orchestrator.Config().Models
-	list := openai.NewModelList("duet", s.started.Unix(), served...)
-	parent := ""
-	if len(served) > 0 {
-		parent = served[0]
-	}
-	if s.opts.Pool == nil {
-		return list
-	}
-	for _, a := range s.opts.Pool.Adapters() {
-		list.Data = append(list.Data, openai.Model{ID: a, Object: openai.ObjectModel, Created: s.started.Unix(), OwnedBy: "duet", Parent: parent})
+	list := openai.ModelList{Object: openai.ObjectList, Data: []openai.Model{}}
+	for _, m := range s.opts.Models {
+		list.Data = append(list.Data, openai.NewModelList("duet", s.started.Unix(), m.Names...).Data...)
+		if m.Pool == nil {
+			continue
+		}
+		parent := ""
+		if len(m.Names) > 0 {
+			parent = m.Names[0]
+		}
+		for _, a := range m.Pool.Adapters() {
+			list.Data = append(list.Data, openai.Model{ID: a, Object: openai.ObjectModel, Created: s.started.Unix(), OwnedBy: "duet", Parent: parent})
+		}
 	}
 	return list
 }
@@ -253,7 +259,10 @@ const modelsPrefix = "/v1/models/"
 // may contain '/' (Hugging Face names), so the whole rest of the path is
 // the id.
 func (s *Server) model(ctx *fasthttp.RequestCtx, method, id string) {
-	served := s.opts.Orchestrator.Config().Models
+	served := s.opts.Models[0].Names // a single model without names serves any id
+	if !s.single() {
+		served = s.modelIDs()
+	}
 	list := s.modelList()
 	i := slices.IndexFunc(list.Data, func(m openai.Model) bool { return m.ID == id })
 	switch {
@@ -273,10 +282,30 @@ func (s *Server) model(ctx *fasthttp.RequestCtx, method, id string) {
 	}
 }
 
-// health is 200 when at least one ctx and one gen worker can take work.
+// health is 200 when every model has at least one ctx and one gen worker
+// that can take work.
 func (s *Server) health(ctx *fasthttp.RequestCtx) {
-	ctxN := len(s.opts.Pool.Available(disagg.RoleContext))
-	genN := len(s.opts.Pool.Available(disagg.RoleGeneration))
+	if s.single() {
+		status, body := modelHealth(&s.opts.Models[0])
+		writeJSON(ctx, status, body)
+		return
+	}
+	status, reason, byModel := http.StatusOK, "ok", map[string]any{}
+	for i := range s.opts.Models {
+		m := &s.opts.Models[i]
+		st, body := modelHealth(m)
+		if st != http.StatusOK {
+			status, reason = st, "a model has no healthy worker of a role"
+		}
+		byModel[m.Names[0]] = body
+	}
+	writeJSON(ctx, status, map[string]any{"status": reason, "models": byModel})
+}
+
+// modelHealth is one model's health: its status and body.
+func modelHealth(m *Model) (int, map[string]any) {
+	ctxN := len(m.Pool.Available(disagg.RoleContext))
+	genN := len(m.Pool.Available(disagg.RoleGeneration))
 	status, reason := http.StatusOK, "ok"
 	switch {
 	case ctxN == 0 && genN == 0:
@@ -286,7 +315,7 @@ func (s *Server) health(ctx *fasthttp.RequestCtx) {
 	case genN == 0:
 		status, reason = http.StatusServiceUnavailable, "no healthy generation worker"
 	}
-	writeJSON(ctx, status, map[string]any{"status": reason, "context_workers": ctxN, "generation_workers": genN})
+	return status, map[string]any{"status": reason, "context_workers": ctxN, "generation_workers": genN}
 }
 
 // workerInfo is one worker in /cluster_info.
@@ -318,11 +347,28 @@ type workerInfo struct {
 	IndexedBlocks int `json:"indexed_blocks"`
 }
 
+// clusterInfo serves /cluster_info: the model's workers and router, or,
+// with several models, {"models": [...]} of them, each with its name.
 func (s *Server) clusterInfo(ctx *fasthttp.RequestCtx) {
-	rt := s.opts.Orchestrator.Router()
+	if s.single() {
+		writeJSON(ctx, http.StatusOK, modelInfo(&s.opts.Models[0]))
+		return
+	}
+	var all []map[string]any
+	for i := range s.opts.Models {
+		info := modelInfo(&s.opts.Models[i])
+		info["model"] = s.opts.Models[i].Names[0]
+		all = append(all, info)
+	}
+	writeJSON(ctx, http.StatusOK, map[string]any{"models": all})
+}
+
+// modelInfo is one model's /cluster_info.
+func modelInfo(m *Model) map[string]any {
+	rt := m.Orchestrator.Router()
 	sessions := rt.SessionsPerWorker()
 	var workers []workerInfo
-	for _, ep := range s.opts.Pool.All() {
+	for _, ep := range m.Pool.All() {
 		cacheTokens, cacheSource := rt.CacheSize(ep)
 		cache := rt.Cache(ep)
 		signal, why := cache.State()
@@ -334,12 +380,12 @@ func (s *Server) clusterInfo(ctx *fasthttp.RequestCtx) {
 			Draining: ep.Draining(), LoadTokens: ep.Load(), InFlight: ep.InFlight(), Sessions: sessions[ep.ID],
 			KVCacheTokens: cacheTokens, KVCacheSource: cacheSource, KVBlockSize: ep.KVBlockSize(), MaxModelLen: ep.MaxModelLen(), CacheSignal: string(signal), CacheSignalReason: why, IndexedBlocks: estimate})
 	}
-	info := map[string]any{"workers": workers, "protocol": s.opts.Orchestrator.Config().Protocol,
-		"policy": rt.Policy(), "sessions": rt.Sessions(), "tokenizer": s.opts.Orchestrator.Tokenizer()}
-	if s.opts.Fleet != nil {
-		info["fleet"] = s.opts.Fleet()
+	info := map[string]any{"workers": workers, "protocol": m.Orchestrator.Config().Protocol,
+		"policy": rt.Policy(), "sessions": rt.Sessions(), "tokenizer": m.Orchestrator.Tokenizer()}
+	if m.Fleet != nil {
+		info["fleet"] = m.Fleet()
 	}
-	writeJSON(ctx, http.StatusOK, info)
+	return info
 }
 
 func writeJSON(ctx *fasthttp.RequestCtx, status int, v any) {

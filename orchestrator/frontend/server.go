@@ -16,11 +16,16 @@ import (
 	"go.uber.org/zap"
 )
 
-// Options are a Server's dependencies.
+// Options are a Server's dependencies. A server of one model sets
+// Orchestrator, Pool, Fleet and Admin; a server of several sets Models
+// instead (models.go).
 type Options struct {
 	Config       Config
 	Orchestrator *orchestrator.Orchestrator
 	Pool         *router.Pool
+	// Models are the models served, when several; each request goes to the
+	// one its "model" names.
+	Models []Model
 	// Gatherer serves /metrics; nil disables the route.
 	Gatherer prometheus.Gatherer
 	Log      *zap.Logger
@@ -40,6 +45,7 @@ type Server struct {
 	srv     *fasthttp.Server
 	metrics fasthttp.RequestHandler
 	started time.Time
+	byName  map[string]*Model // every model by each of its names
 	// hijacked joins the HTTP/1.0 streams relayed on hijacked connections,
 	// which fasthttp's shutdown does not wait for.
 	hijacked sync.WaitGroup
@@ -51,6 +57,9 @@ func New(o Options) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{opts: o, started: time.Now()}
+	if err := s.initModels(); err != nil {
+		return nil, err
+	}
 	if o.Gatherer != nil {
 		s.metrics = fasthttpadaptor.NewFastHTTPHandler(promhttp.HandlerFor(o.Gatherer, promhttp.HandlerOpts{}))
 	}
@@ -99,7 +108,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	// and accept forever. Closing ln makes it return at once.
 	_ = ln.Close()
 	s.waitHijacked(shutdownCtx)
-	s.opts.Orchestrator.Close() // join background work once no request can start any
+	for _, m := range s.opts.Models {
+		m.Orchestrator.Close() // join background work once no request can start any
+	}
 	if err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		return err
 	}

@@ -1,0 +1,155 @@
+package main
+
+import (
+	"context"
+
+	"github.com/duet-serve/duet/orchestrator"
+	"github.com/duet-serve/duet/orchestrator/frontend"
+	"github.com/duet-serve/duet/orchestrator/queue"
+	"github.com/duet-serve/duet/orchestrator/tenant"
+	"github.com/duet-serve/duet/proto/disagg"
+	"github.com/duet-serve/duet/router"
+	"github.com/duet-serve/duet/router/redisstore"
+	"github.com/duet-serve/duet/tokenizer"
+	"github.com/duet-serve/duet/workers"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
+	"go.uber.org/zap"
+)
+
+// modelRun is one served model: its fleet and the pipeline over it. One
+// duet serves one model (the file's top-level sections) or several
+// (models), each a modelRun of its own.
+type modelRun struct {
+	cfg   Config // the model's whole configuration
+	names []string
+	fleet *workers.Fleet
+	ps    *poolSync
+	tok   *tokenizer.Tokenizer
+	rt    *router.Router
+	orch  *orchestrator.Orchestrator
+	// stops undo startModel, last first.
+	stops []func()
+}
+
+// startModel launches cfg's fleet (several: each model's logs are named
+// after it) and starts keeping its pool in sync with it and its
+// discovery sources until syncCtx ends.
+func startModel(ctx, syncCtx context.Context, cfg Config, several bool, log *zap.Logger) (*modelRun, error) {
+	r := &modelRun{cfg: cfg, names: servedModels(cfg)}
+	if several {
+		log = log.With(zap.String("model", r.names[0]))
+	}
+	cfg.Tokenizer = modelTokenizer(cfg)
+	r.cfg.Tokenizer = cfg.Tokenizer
+	tok, err := tokenizer.New(cfg.Tokenizer)
+	if err != nil {
+		return nil, err
+	}
+	r.tok = tok
+	simArgs, err := simTokenizerArgs(cfg.Tokenizer)
+	if err != nil {
+		return nil, err
+	}
+	fleet, err := workers.New(cfg.Fleet, workers.Options{SimProtocol: cfg.Orchestrator.Protocol, SimArgs: simArgs,
+		Logger: log.Named("fleet"), CacheSize: cacheSizeReaders(cfg.Orchestrator.Protocol)})
+	if err != nil {
+		return nil, err
+	}
+	r.fleet = fleet
+	r.stops = append(r.stops, func() { stopFleet(fleet, cfg.Fleet.ShutdownGrace, log) })
+	if err := fleet.Start(ctx); err != nil {
+		r.stop()
+		return nil, err
+	}
+	r.ps = &poolSync{fleet: fleet, pool: router.NewPool(), protocol: cfg.Orchestrator.Protocol}
+	done := syncPool(syncCtx, r.ps)
+	r.stops = append(r.stops, func() { <-done })
+	fileDone, err := startWorkersFile(syncCtx, cfg.Fleet, r.ps, log)
+	if err != nil {
+		r.stop()
+		return nil, err
+	}
+	r.stops = append(r.stops, func() { <-fileDone })
+	etcdDone := startEtcd(syncCtx, cfg.Fleet, r.ps, log)
+	r.stops = append(r.stops, func() { <-etcdDone })
+	return r, nil
+}
+
+// stop undoes startModel: its loops must have been told to end (syncCtx).
+func (r *modelRun) stop() {
+	for i := len(r.stops) - 1; i >= 0; i-- {
+		r.stops[i]()
+	}
+	r.stops = nil
+}
+
+// modelDeps are what every model's pipeline shares.
+type modelDeps struct {
+	access  *zap.Logger
+	reg     prometheus.Registerer
+	queue   *queue.Queue
+	limits  *tenant.Limiter
+	tenants *tenant.Set
+	tracer  trace.Tracer
+	shared  *redisstore.Store // nil: local state
+}
+
+// build makes the model's router and orchestrator. Several models'
+// metrics carry the model's name as the label model.
+func (r *modelRun) build(d modelDeps, several bool, log *zap.Logger) error {
+	pool := r.ps.pool
+	rt, err := router.New(pool, r.cfg.Router, nil)
+	if err != nil {
+		return err
+	}
+	rt.OnSignalChange(logSignalChange(log.Named("router"), r.cfg.Router.TokensPerBlock))
+	if d.shared != nil {
+		rt.ShareState(d.shared)
+	}
+	reg := d.reg
+	if several {
+		reg = prometheus.WrapRegistererWith(prometheus.Labels{"model": r.names[0]}, reg)
+	}
+	ocfg := r.cfg.Orchestrator
+	ocfg.Models = r.names
+	orch, err := orchestrator.New(orchestrator.Options{Config: ocfg, Aliased: several, Router: rt, Tokenizer: r.tok, Log: log,
+		AccessLog: d.access, Registry: reg, Queue: d.queue, Tracer: d.tracer, Tenants: d.tenants, Limits: d.limits})
+	if err != nil {
+		return err
+	}
+	r.rt, r.orch = rt, orch
+	return nil
+}
+
+// frontendModel is the model as the frontend serves it.
+func (r *modelRun) frontendModel(shared *redisstore.Store) frontend.Model {
+	fleet := r.fleet
+	return frontend.Model{Names: r.names, Orchestrator: r.orch, Pool: r.ps.pool,
+		Fleet: func() any { return fleet.Snapshot() }, Admin: admin{fleet: fleet, sync: r.ps, shared: shared}}
+}
+
+// newQueue builds the admission queue: one key per model, each key's
+// capacity from its model's gen workers (the orchestrator keys a request
+// by its model's name, whatever alias or adapter it asked for).
+func newQueue(cfg queue.Config, runs []*modelRun, reg prometheus.Registerer, log *zap.Logger) (*queue.Queue, error) {
+	opts := queue.Options{Log: log.Named("queue"), Registry: reg}
+	if len(runs) > 1 {
+		opts.Workers = func(key string) []*router.Endpoint {
+			for _, r := range runs {
+				if r.names[0] == key {
+					return r.ps.pool.Available(disagg.RoleGeneration)
+				}
+			}
+			return nil
+		}
+	}
+	q, err := queue.New(cfg, runs[0].ps.pool, opts)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range runs {
+		r.ps.pool.OnMembershipChange(q.Recheck)
+	}
+	return q, nil
+}

@@ -34,9 +34,11 @@ type modelRun struct {
 
 // startModel launches cfg's fleet (several: each model's logs are named
 // after it) and starts keeping its pool in sync with it and its
-// discovery sources until syncCtx ends.
+// discovery sources until syncCtx ends or stop is called.
 func startModel(ctx, syncCtx context.Context, cfg Config, several bool, log *zap.Logger) (*modelRun, error) {
 	r := &modelRun{cfg: cfg, names: servedModels(cfg)}
+	syncCtx, cancel := context.WithCancel(syncCtx)
+	r.stops = append(r.stops, cancel) // stops[0]: stop calls it first, so that the loops below end before they are waited for
 	if several {
 		log = log.With(zap.String("model", r.names[0]))
 	}
@@ -76,9 +78,13 @@ func startModel(ctx, syncCtx context.Context, cfg Config, several bool, log *zap
 	return r, nil
 }
 
-// stop undoes startModel: its loops must have been told to end (syncCtx).
+// stop undoes startModel: its loops end, then its fleet stops.
 func (r *modelRun) stop() {
-	for i := len(r.stops) - 1; i >= 0; i-- {
+	if len(r.stops) == 0 {
+		return
+	}
+	r.stops[0]() // the cancel: every loop ends
+	for i := len(r.stops) - 1; i > 0; i-- {
 		r.stops[i]()
 	}
 	r.stops = nil

@@ -3,18 +3,20 @@
 # slots per gen worker) takes two open-loop `duet bench` runs side by side: a "high" client and a
 # "low" client. Three phases, each --duration seconds:
 #   unloaded  the high client alone;
-#   classes   both clients, sending X-Duet-Priority: high and low (low: max_wait 2s, max_share 0.5);
+#   classes   both clients, sending X-Duet-Priority: high and low (low: max_wait 2s, max_share LOW_SHARE);
 #   none      both clients without the header: one class for everyone.
 # CAPACITY (requests/s the fleet completes with every slot busy) sets the rates: high at 0.25x,
 # low at 1.75x, 2x in all. Measure it with the calibration the script prints when CAPACITY is unset.
 #
 # usage: scripts/bench-priority.sh [duration=60]
-# env:   OUT (default artifacts/priority), PORT (default 8300), CAPACITY (requests/s)
+# env:   OUT (default artifacts/priority), PORT (default 8300), CAPACITY (requests/s),
+#        LOW_SHARE (the low class's max_share, default 0.5)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DURATION=${1:-60}
 OUT=${OUT:-artifacts/priority}
 PORT=${PORT:-8300}
+LOW_SHARE=${LOW_SHARE:-0.5}
 MODEL=meta-llama/Llama-3.1-8B-Instruct
 make -s build >/dev/null
 rm -rf "$OUT" && mkdir -p "$OUT"
@@ -27,7 +29,7 @@ queue:
   classes:
     - {name: high}
     - {name: normal}
-    - {name: low, max_wait: 2s, max_share: 0.5}
+    - {name: low, max_wait: 2s, max_share: $LOW_SHARE}
 fleet:
   context: {engine: sim, count: 2, base_port: $((PORT + 10))}
   generation: {engine: sim, count: 2, base_port: $((PORT + 20))}

@@ -32,10 +32,16 @@ func AdapterSalt(adapter, salt string) string {
 // no block hash unless they also share the salt, as the engine shares no
 // KV cache between them. An empty salt gives BlockHashes.
 func SaltedBlockHashes(tokens []int, blockSize int, salt string) []uint64 {
+	return extendBlockHashes(nil, SaltSeed(salt), tokens, blockSize)
+}
+
+// SaltSeed is where the chain of SaltedBlockHashes with salt starts: the
+// parent hash of its first block (0 for no salt, as BlockHashes).
+func SaltSeed(salt string) uint64 {
 	if salt == "" {
-		return BlockHashes(tokens, blockSize)
+		return 0
 	}
-	return extendBlockHashes(nil, xxhash.Sum64String("cache_salt\x00"+salt), tokens, blockSize)
+	return xxhash.Sum64String("cache_salt\x00" + salt)
 }
 
 // ExtendBlockHashes appends to prev the hashes of the full blocks of tokens

@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"path/filepath"
-	"slices"
 	"strings"
 
 	"github.com/duet-serve/duet/router/redisstore"
@@ -102,6 +101,3 @@ func checkModelNames(cfg Config) error {
 	}
 	return nil
 }
-
-// modelNames lists the names a model configuration serves.
-func modelNames(cfg Config) []string { return slices.Clone(cfg.Orchestrator.Models) }

@@ -55,18 +55,6 @@ func NewSet(cfg Config) *Set {
 // Enabled reports whether any tenant is configured.
 func (s *Set) Enabled() bool { return s != nil && len(s.byName) > 0 }
 
-// Tenants lists the tenants in configuration order.
-func (s *Set) Tenants() []*Tenant {
-	if s == nil {
-		return nil
-	}
-	out := make([]*Tenant, 0, len(s.cfg.Tenants))
-	for _, spec := range s.cfg.Tenants {
-		out = append(out, s.byName[spec.Name])
-	}
-	return out
-}
-
 // Identify returns the tenant of a request whose headers header returns
 // ("" for an absent one): nil when none claims it and keys are not
 // required, ErrUnknown when they are.

@@ -19,6 +19,7 @@ import (
 	"github.com/duet-serve/duet/proto/kvevents"
 	"github.com/duet-serve/duet/router"
 	"github.com/duet-serve/duet/router/kvindex"
+	"github.com/duet-serve/duet/tokenizer"
 )
 
 // Feed keeps one KV event subscriber per endpoint that publishes events.
@@ -144,11 +145,12 @@ func (s *sink) Apply(b kvevents.Batch) {
 	for _, ev := range b.Events {
 		switch e := ev.(type) {
 		case *kvevents.BlockStored:
-			if !onGPU(e.Medium) || keyed(e) {
+			salt, named := identity(e)
+			if !onGPU(e.Medium) || !named {
 				continue
 			}
 			s.rt.SignalChanged(s.ep, c.Stored(kvindex.Stored{Hashes: keys(e.BlockHashes), Parent: e.ParentBlockHash.Key(),
-				HasParent: e.HasParent, Tokens: e.TokenIDs, BlockSize: e.BlockSize}))
+				HasParent: e.HasParent, Tokens: e.TokenIDs, BlockSize: e.BlockSize, Seed: tokenizer.SaltSeed(salt)}))
 		case *kvevents.BlockRemoved:
 			if onGPU(e.Medium) {
 				c.Removed(keys(e.BlockHashes))
@@ -182,12 +184,19 @@ func (s *sink) cache() *kvindex.Cache {
 
 func onGPU(medium string) bool { return medium == "" || medium == "GPU" }
 
-// keyed reports blocks whose engine hash covers more than their tokens (a
-// LoRA adapter, a cache salt, multimodal inputs): duet's hash of the
-// tokens alone would name them as the base model's blocks, so they are
+// identity returns the salt duet hashes the requests that stored e's
+// blocks with: their LoRA adapter (by name) and SGLang's cache salt, as
+// tokenizer.AdapterSalt composes them, so that an adapter's blocks are
+// indexed on the adapter's chain. named is false for blocks whose engine
+// hash covers what duet cannot name (a LoRA adapter known only by its
+// number, multimodal inputs, vLLM's cache salt inside extra_keys): duet's
+// hash of their tokens would name another identity's blocks, so they are
 // not indexed.
-func keyed(e *kvevents.BlockStored) bool {
-	return e.LoraID != nil || e.LoraName != "" || e.CacheSalt != "" || len(e.ExtraKeys) > 0
+func identity(e *kvevents.BlockStored) (salt string, named bool) {
+	if (e.LoraID != nil && e.LoraName == "") || !e.ExtraKeysNameOnly(e.LoraName) {
+		return "", false
+	}
+	return tokenizer.AdapterSalt(e.LoraName, e.CacheSalt), true
 }
 
 func keys(hs []kvevents.BlockHash) []uint64 {

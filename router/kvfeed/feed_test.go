@@ -107,10 +107,21 @@ func TestFeedIndexesAWorkersEvents(t *testing.T) {
 	offloaded.Medium = "CPU"
 	lora := stored(tokens, 0, 2)
 	lora.LoraName = "adapter"
-	_, err := pub.Publish(offloaded, lora)
-	require.NoError(t, err)
+	for i := range lora.BlockHashes { // an adapter's blocks have hashes of their own in the engine
+		lora.BlockHashes[i] = kvevents.HashFromUint64(uint64(8_000_000 + i))
+	}
+	numbered := stored(tokens, 0, 2)
+	numbered.LoraID = new(int64) // a LoRA adapter known only by its number: duet cannot name its chain
+	for i := range numbered.BlockHashes {
+		numbered.BlockHashes[i] = kvevents.HashFromUint64(uint64(9_000_000 + i))
+	}
+	adapterHashes := tokenizer.SaltedBlockHashes(tokens, 32, tokenizer.AdapterSalt("adapter", ""))
+	adapterMatch := func() kvindex.Prediction { return w.rt.Cache(w.ctx).Match(adapterHashes) }
+	until(t, pub, func() bool { return adapterMatch().Events == 2 }, offloaded, lora, numbered)
 	until(t, pub, func() bool { return match().Events == 1 }, stored(tokens, 0, 1))
-	require.Equal(t, 1, match().Events, "blocks offloaded from the GPU, or keyed by a LoRA adapter, are not indexed")
+	require.Equal(t, 1, match().Events, "blocks offloaded from the GPU or stored for an adapter are not the base model's")
+	require.Equal(t, 2, adapterMatch().Events, "an adapter's blocks are indexed on its own chain")
+	require.Zero(t, w.rt.Cache(w.ctx).Match(tokenizer.SaltedBlockHashes(tokens, 32, tokenizer.AdapterSalt("other", ""))).Events)
 }
 
 func TestFeedFallsBackWhenEventsAreLost(t *testing.T) {

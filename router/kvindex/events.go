@@ -20,6 +20,10 @@ type Stored struct {
 	Tokens []int
 	// BlockSize is the engine's tokens per block.
 	BlockSize int
+	// Seed starts duet's chain of a sequence's first block (HasParent
+	// false): tokenizer.SaltSeed of the salt its requests were hashed with
+	// (a LoRA adapter, a cache salt), 0 for none.
+	Seed uint64
 }
 
 // eventBlocks is the events view: the blocks the engine says it holds.
@@ -152,7 +156,7 @@ func (c *Cache) Stored(s Stored) Change {
 
 func (c *Cache) store(s Stored) {
 	e := c.events
-	var at engineBlock // where the first block starts: the sequence's start without a parent
+	at := engineBlock{tip: s.Seed} // where the first block starts: the sequence's start without a parent
 	if s.HasParent {
 		parent, ok := e.block(s.Parent)
 		if !ok {

@@ -29,8 +29,9 @@ func (o *Orchestrator) identify(in Incoming) (*tenant.Tenant, error) {
 }
 
 // priorityClass returns the request's queue class: the X-Duet-Priority
-// header's, capped at its tenant's class; else the tenant's; else ""
-// (the queue's default). An unknown class is a 400.
+// header's, capped at its tenant's class (the queue's default_class for a
+// tenant without one); else the tenant's; else "" (the queue's default).
+// An unknown class is a 400.
 func (o *Orchestrator) priorityClass(in Incoming, t *tenant.Tenant) (string, error) {
 	asked := ""
 	if in.Header != nil {
@@ -39,6 +40,9 @@ func (o *Orchestrator) priorityClass(in Incoming, t *tenant.Tenant) (string, err
 	ceiling := ""
 	if t != nil {
 		ceiling = t.Class
+		if ceiling == "" && o.queue != nil {
+			ceiling = o.queue.Config().DefaultClass
+		}
 	}
 	if asked == "" || o.queue == nil {
 		return ceiling, nil

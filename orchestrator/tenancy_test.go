@@ -74,6 +74,7 @@ func TestPriorityClassOfARequest(t *testing.T) {
 	h.o.queue = q
 	high := &tenant.Tenant{Name: "a", Class: "high"}
 	low := &tenant.Tenant{Name: "b", Class: "low"}
+	plain := &tenant.Tenant{Name: "c"}
 	cases := []struct {
 		header string
 		tenant *tenant.Tenant
@@ -83,9 +84,12 @@ func TestPriorityClassOfARequest(t *testing.T) {
 		{"low", nil, "low"},
 		{" high ", nil, "high"},
 		{"", high, "high"},
-		{"low", high, "low"},   // a tenant may lower its class
-		{"high", low, "low"},   // never raise it
-		{"normal", low, "low"}, // nor to the middle
+		{"low", high, "low"},      // a tenant may lower its class
+		{"high", low, "low"},      // never raise it
+		{"normal", low, "low"},    // nor to the middle
+		{"high", plain, "normal"}, // a tenant without a class has the default one
+		{"low", plain, "low"},
+		{"", plain, "normal"},
 	}
 	for _, c := range cases {
 		got, err := h.o.priorityClass(Incoming{Header: func(string) string { return c.header }}, c.tenant)

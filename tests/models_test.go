@@ -7,13 +7,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/duet-serve/duet/router/redisstore/redistest"
 	"github.com/stretchr/testify/require"
 )
 
 // twoModels starts one duet serving two models, each over its own 2 ctx +
 // 2 gen sims: "alpha/Model-A" (alias "a") on the trtllm protocol and
-// "beta/Model-B" (alias "b") on vllm.
-func twoModels(t *testing.T) *deployment {
+// "beta/Model-B" (alias "b") on vllm. extra is appended to its config.
+func twoModels(t *testing.T, extra string) *deployment {
 	t.Helper()
 	port := freePorts(t, 1)[0]
 	pool := func(model string) string {
@@ -33,7 +34,7 @@ models:
     aliases: [b]
     orchestrator: {protocol: vllm}
     fleet: {context: %s, generation: %s}
-`, port, t.TempDir(), pool("alpha/Model-A"), pool("alpha/Model-A"), pool("beta/Model-B"), pool("beta/Model-B"))
+%s`, port, t.TempDir(), pool("alpha/Model-A"), pool("alpha/Model-A"), pool("beta/Model-B"), pool("beta/Model-B"), extra)
 	p := startDuet(t, "serve", "--config", writeFile(t, "models.yaml", cfg))
 	d := &deployment{url: fmt.Sprintf("http://127.0.0.1:%d", port), proc: p}
 	waitHTTP(t, p, d.url+"/health", 90*time.Second)
@@ -45,7 +46,7 @@ models:
 // /v1/models, /health, /cluster_info and the metrics cover both; an
 // unknown model is a 404 listing the served ones.
 func TestTwoModelsBehindOneDuet(t *testing.T) {
-	d := twoModels(t)
+	d := twoModels(t, "")
 	var list struct{ Data []struct{ ID string } }
 	require.Equal(t, http.StatusOK, getJSON(t, d.url+"/v1/models", &list))
 	var ids []string
@@ -94,5 +95,26 @@ func TestTwoModelsBehindOneDuet(t *testing.T) {
 
 	for _, model := range []string{"alpha/Model-A", "beta/Model-B"} {
 		require.Equal(t, 4.0, d.metricWith(t, "duet_requests_total", fmt.Sprintf(`model=%q,status="200"`, model)), model)
+	}
+}
+
+// Two models on a real Redis: each model's router shares its state in a
+// scope of its own (its sessions, load and admin changes), the store's
+// metrics carry the model, and both answer.
+func TestTwoModelsShareStateOnRedis(t *testing.T) {
+	redis := redistest.Start(t)
+	d := twoModels(t, fmt.Sprintf("cluster: {state: redis, load_interval: 20ms, redis: {address: %q, timeout: 200ms}}\n", redis.Addr()))
+	for _, model := range []string{"alpha/Model-A", "beta/Model-B"} {
+		require.Eventually(t, func() bool { return d.metricWith(t, "duet_cluster_store_up", fmt.Sprintf(`model=%q`, model)) == 1 },
+			20*time.Second, 20*time.Millisecond, model)
+		for turn := range 2 {
+			code, hdr, out := post(t, d.url+"/v1/chat/completions", fmt.Sprintf(
+				`{"model":%q,"max_tokens":4,"messages":[{"role":"user","content":"a question long enough to be cached across turns of this conversation, please answer"}]}`, model),
+				"X-Session-ID", "conv-"+model)
+			require.Equal(t, http.StatusOK, code, string(out))
+			if turn == 1 {
+				require.Equal(t, "sticky", hdr.Get("X-Duet-Route"), "the session the shared store holds for %s", model)
+			}
+		}
 	}
 }

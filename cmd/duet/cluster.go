@@ -15,8 +15,9 @@ import (
 // startCluster starts the shared store when cluster.state is redis and
 // returns it (nil with local state) and a function that stops it. The store
 // syncs load and admin changes until stopped; the router shares sessions
-// through it once buildFrontend hands it over.
-func startCluster(ctx context.Context, cfg Config, ps *poolSync, reg prometheus.Registerer, log *zap.Logger) (*redisstore.Store, func(), error) {
+// through it once the model's pipeline is built. scope keeps one model's
+// keys apart from the others' ("" for one model).
+func startCluster(ctx context.Context, cfg Config, ps *poolSync, reg prometheus.Registerer, log *zap.Logger, scope string) (*redisstore.Store, func(), error) {
 	if cfg.Cluster.State != redisstore.StateRedis {
 		return nil, func() {}, nil
 	}
@@ -27,6 +28,7 @@ func startCluster(ctx context.Context, cfg Config, ps *poolSync, reg prometheus.
 	reg.MustRegister(findSeconds)
 	store, err := redisstore.New(cfg.Cluster, ps.pool, redisstore.Options{
 		SessionTTL:  cfg.Router.SessionTTL,
+		Scope:       scope,
 		OnState:     logStoreState(log, cfg.Cluster.Redis.Address),
 		ObserveFind: func(d time.Duration) { findSeconds.Observe(d.Seconds()) },
 		OnWorkers:   func(changes []redisstore.WorkerChange) { applyWorkerChanges(ps, changes, log) },

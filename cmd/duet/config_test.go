@@ -184,7 +184,7 @@ func TestModelsConfigErrors(t *testing.T) {
 		{"unknown key in a model", "models: [{name: a, flet: {}}]\n", "models[0]: has invalid keys: flet"},
 		{"name twice", "models: [{name: a}, {name: b, aliases: [a]}]\n", `config: models[1].aliases[0]: "a" is already a name of models[0]`},
 		{"empty name", "models: [{aliases: [x]}]\n", `config: models[0].name: "" is not a model name (no spaces)`},
-		{"redis", "cluster: {state: redis}\nmodels: [{name: a}]\n", "config: models: several models share no state across replicas yet"},
+		{"worker queue", "queue: {respect_worker_queue: true}\nmodels: [{name: a}]\n", "config: models: queue.respect_worker_queue scrapes one fleet"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -28,6 +28,8 @@ type modelRun struct {
 	tok   *tokenizer.Tokenizer
 	rt    *router.Router
 	orch  *orchestrator.Orchestrator
+	// shared is the model's scope of the shared store (nil: local state).
+	shared *redisstore.Store
 	// stops undo startModel, last first.
 	stops []func()
 }
@@ -90,6 +92,21 @@ func (r *modelRun) stop() {
 	r.stops = nil
 }
 
+// startCluster starts the model's shared store (cluster.state redis;
+// several models: each its own scope of the keys and its metrics labelled
+// with its name) and returns what stops it.
+func (r *modelRun) startCluster(ctx context.Context, reg prometheus.Registerer, several bool, log *zap.Logger) (func(), error) {
+	scope := ""
+	if several {
+		scope = "m:" + r.names[0] + ":"
+		reg = prometheus.WrapRegistererWith(prometheus.Labels{"model": r.names[0]}, reg)
+		log = log.With(zap.String("model", r.names[0]))
+	}
+	shared, stop, err := startCluster(ctx, r.cfg, r.ps, reg, log, scope)
+	r.shared = shared
+	return stop, err
+}
+
 // modelDeps are what every model's pipeline shares.
 type modelDeps struct {
 	access  *zap.Logger
@@ -98,7 +115,6 @@ type modelDeps struct {
 	limits  *tenant.Limiter
 	tenants *tenant.Set
 	tracer  trace.Tracer
-	shared  *redisstore.Store // nil: local state
 }
 
 // build makes the model's router and orchestrator. Several models'
@@ -110,8 +126,8 @@ func (r *modelRun) build(d modelDeps, several bool, log *zap.Logger) error {
 		return err
 	}
 	rt.OnSignalChange(logSignalChange(log.Named("router"), r.cfg.Router.TokensPerBlock))
-	if d.shared != nil {
-		rt.ShareState(d.shared)
+	if r.shared != nil {
+		rt.ShareState(r.shared)
 	}
 	reg := d.reg
 	if several {
@@ -129,10 +145,10 @@ func (r *modelRun) build(d modelDeps, several bool, log *zap.Logger) error {
 }
 
 // frontendModel is the model as the frontend serves it.
-func (r *modelRun) frontendModel(shared *redisstore.Store) frontend.Model {
+func (r *modelRun) frontendModel() frontend.Model {
 	fleet := r.fleet
 	return frontend.Model{Names: r.names, Orchestrator: r.orch, Pool: r.ps.pool,
-		Fleet: func() any { return fleet.Snapshot() }, Admin: admin{fleet: fleet, sync: r.ps, shared: shared}}
+		Fleet: func() any { return fleet.Snapshot() }, Admin: admin{fleet: fleet, sync: r.ps, shared: r.shared}}
 }
 
 // newQueue builds the admission queue: one key per model, each key's

@@ -5,7 +5,6 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/duet-serve/duet/router/redisstore"
 	"github.com/spf13/viper"
 )
 
@@ -74,7 +73,7 @@ func modelSettings(base map[string]any, m modelConfig) (Config, error) {
 	return mc, mc.Validate()
 }
 
-// checkModelNames checks the models' names and aliases, and the settings
+// checkModelNames checks the models' names and aliases, and the setting
 // several models cannot share yet.
 func checkModelNames(cfg Config) error {
 	seen := map[string]int{}
@@ -93,10 +92,7 @@ func checkModelNames(cfg Config) error {
 			seen[n] = i
 		}
 	}
-	switch {
-	case len(cfg.Models) > 0 && cfg.Cluster.State == redisstore.StateRedis:
-		return fmt.Errorf("config: models: several models share no state across replicas yet: use cluster.state %s with models", redisstore.StateLocal)
-	case len(cfg.Models) > 0 && cfg.Queue.RespectWorkerQueue:
+	if len(cfg.Models) > 0 && cfg.Queue.RespectWorkerQueue {
 		return fmt.Errorf("config: models: queue.respect_worker_queue scrapes one fleet: turn it off with models")
 	}
 	return nil

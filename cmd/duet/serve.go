@@ -89,10 +89,9 @@ func runServe(ctx context.Context, cfg Config, log *zap.Logger) error {
 		return err
 	}
 	defer stopAccess()
-	var shared *redisstore.Store // several models share no state (checkModelNames)
-	if len(runs) == 1 {
-		var stopCluster func()
-		if shared, stopCluster, err = startCluster(syncCtx, cfg, runs[0].ps, reg, log); err != nil {
+	for _, r := range runs {
+		stopCluster, err := r.startCluster(syncCtx, reg, len(runs) > 1, log)
+		if err != nil {
 			return err
 		}
 		defer stopCluster()
@@ -102,17 +101,17 @@ func runServe(ctx context.Context, cfg Config, log *zap.Logger) error {
 		return err
 	}
 	defer stopTracing()
-	limits := newTenantLimiter(cfg.Tenants, shared)
+	limits := newTenantLimiter(cfg.Tenants, runs[0].shared) // limit keys are not scoped: any model's store holds them
 	limitsDone := make(chan struct{})
 	go func() { defer close(limitsDone); limits.Run(syncCtx.Done()) }()
 	defer func() { cancelSync(); <-limitsDone }()
-	deps := modelDeps{access: access, reg: reg, queue: q, limits: limits, tracer: tracer, shared: shared, tenants: tenant.NewSet(cfg.Tenants)}
+	deps := modelDeps{access: access, reg: reg, queue: q, limits: limits, tracer: tracer, tenants: tenant.NewSet(cfg.Tenants)}
 	var served []frontend.Model
 	for _, r := range runs {
 		if err := r.build(deps, len(runs) > 1, log); err != nil {
 			return err
 		}
-		served = append(served, r.frontendModel(shared))
+		served = append(served, r.frontendModel())
 		feed := kvfeed.New(r.rt, log.Named("kv_events"))
 		feedDone := make(chan struct{})
 		go func() { defer close(feedDone); feed.Run(syncCtx) }()

@@ -77,7 +77,7 @@ func (s *Store) TakeTokens(name string, perSecond, capacity, cost float64, settl
 	if settle {
 		flag = "1"
 	}
-	res, err := s.limitCall(bucketScript, s.prefix+"b:"+name, strconv.FormatFloat(perSecond/1000, 'g', -1, 64),
+	res, err := s.limitCall(bucketScript, s.limitPrefix+"b:"+name, strconv.FormatFloat(perSecond/1000, 'g', -1, 64),
 		strconv.FormatFloat(capacity, 'g', -1, 64), strconv.FormatFloat(cost, 'g', -1, 64), flag)
 	if err != nil {
 		return false, 0, err
@@ -98,7 +98,7 @@ func (s *Store) TakeTokens(name string, perSecond, capacity, cost float64, settl
 // AcquireLease adds lease id to the shared set name for lease unless the
 // set already holds limit live leases.
 func (s *Store) AcquireLease(name, id string, limit int, lease time.Duration) (bool, error) {
-	res, err := s.limitCall(leaseScript, s.prefix+"c:"+name, id, limit, lease.Milliseconds())
+	res, err := s.limitCall(leaseScript, s.limitPrefix+"c:"+name, id, limit, lease.Milliseconds())
 	if err != nil {
 		return false, err
 	}
@@ -109,7 +109,7 @@ func (s *Store) AcquireLease(name, id string, limit int, lease time.Duration) (b
 // RenewLeases extends the leases ids of set name to lease from now.
 func (s *Store) RenewLeases(name string, ids []string, lease time.Duration) error {
 	args := make([]any, 0, len(ids)+2)
-	args = append(args, s.prefix+"c:"+name, lease.Milliseconds())
+	args = append(args, s.limitPrefix+"c:"+name, lease.Milliseconds())
 	for _, id := range ids {
 		args = append(args, id)
 	}
@@ -122,7 +122,7 @@ func (s *Store) ReleaseLease(name, id string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.Redis.Timeout)
 	defer cancel()
 	s.roundTrip.Add(1)
-	if err := s.client.ZRem(ctx, s.prefix+"c:"+name, id).Err(); err != nil {
+	if err := s.client.ZRem(ctx, s.limitPrefix+"c:"+name, id).Err(); err != nil {
 		s.failed(err)
 		return err
 	}

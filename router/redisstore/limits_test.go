@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/duet-serve/duet/router"
 	"github.com/duet-serve/duet/router/redisstore/redistest"
 	"github.com/stretchr/testify/require"
 )
@@ -64,4 +65,27 @@ func TestSharedLeases(t *testing.T) {
 		ok, err := b.store.AcquireLease("short", "y", 1, time.Minute)
 		return err == nil && ok
 	}, 5*time.Second, 10*time.Millisecond)
+}
+
+// Several models on one Redis: each store's routing state is in its own
+// scope, and the tenant limits are shared by every scope.
+func TestScopesKeepModelsApartButShareLimits(t *testing.T) {
+	srv := redistest.Start(t)
+	a, b := newReplica(t, srv.Addr(), time.Minute), newScopedReplica(t, srv.Addr(), "m:other:")
+	a.syncNow()
+	b.syncNow()
+	a.saveNow(router.SessionRecord{Key: "conv-1", Ctx: "http://127.0.0.1:9100", Gen: "http://127.0.0.1:9200"})
+	_, found, err := a.store.Find("conv-1")
+	require.NoError(t, err)
+	require.True(t, found)
+	_, found, err = b.store.Find("conv-1")
+	require.NoError(t, err)
+	require.False(t, found, "another model's session")
+
+	_, level, err := a.store.TakeTokens("acme:in", 0.001, 1000, 600, false)
+	require.NoError(t, err)
+	require.InDelta(t, 400, level, 0.01)
+	_, level, err = b.store.TakeTokens("acme:in", 0.001, 1000, 100, false)
+	require.NoError(t, err)
+	require.InDelta(t, 300, level, 0.01, "the tenant's one bucket")
 }

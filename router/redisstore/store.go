@@ -36,6 +36,11 @@ type Options struct {
 	// SessionTTL is how long a session outlives its last save (the
 	// router's session_ttl).
 	SessionTTL time.Duration
+	// Scope follows the key prefix in every key of the router's state
+	// (sessions, load, learned blocks, admin changes): one duet serving
+	// several models keeps each model's apart ("" for one model). Tenant
+	// limits (limits.go) are not scoped: every model shares them.
+	Scope string
 	// OnState is called once per change between reachable (up) and not,
 	// with the error that brought it down; nil to ignore.
 	OnState func(up bool, err error)
@@ -50,12 +55,14 @@ type Options struct {
 
 // Store is router state on Redis. Create it with New, start it with Run.
 type Store struct {
-	cfg     Config
-	opts    Options
-	pool    *router.Pool
-	client  *redis.Client
-	prefix  string
-	replica string
+	cfg    Config
+	opts   Options
+	pool   *router.Pool
+	client *redis.Client
+	prefix string // of the router state's keys: key_prefix + Options.Scope
+	// limitPrefix is the tenant limits' key prefix: key_prefix.
+	limitPrefix string
+	replica     string
 
 	up        atomic.Bool
 	failures  atomic.Int32 // calls failed in a row
@@ -96,7 +103,7 @@ func New(cfg Config, pool *router.Pool, opts Options) (*Store, error) {
 	client := redis.NewClient(&redis.Options{Addr: r.Address, Password: r.Password, DB: r.DB,
 		DialTimeout: r.DialTimeout, ReadTimeout: r.Timeout, WriteTimeout: r.Timeout, PoolSize: r.PoolSize,
 		MaxRetries: -1, ContextTimeoutEnabled: true, DisableIdentity: true})
-	return &Store{cfg: cfg, opts: opts, pool: pool, client: client, prefix: r.KeyPrefix, replica: replicaName(),
+	return &Store{cfg: cfg, opts: opts, pool: pool, client: client, prefix: r.KeyPrefix + opts.Scope, limitPrefix: r.KeyPrefix, replica: replicaName(),
 		writes: make(chan write, saveQueue)}, nil
 }
 

@@ -25,6 +25,18 @@ type replica struct {
 
 func newReplica(t testing.TB, addr string, ttl time.Duration) *replica {
 	t.Helper()
+	return newReplicaIn(t, addr, ttl, "")
+}
+
+// newScopedReplica is a replica of another model: its router state is in
+// scope.
+func newScopedReplica(t testing.TB, addr, scope string) *replica {
+	t.Helper()
+	return newReplicaIn(t, addr, time.Minute, scope)
+}
+
+func newReplicaIn(t testing.TB, addr string, ttl time.Duration, scope string) *replica {
+	t.Helper()
 	r := &replica{pool: router.NewPool()}
 	r.pool.Sync([]router.Member{
 		{ID: "ctx-0", URL: "http://127.0.0.1:9100", Role: disagg.RoleContext, Healthy: true},
@@ -32,7 +44,7 @@ func newReplica(t testing.TB, addr string, ttl time.Duration) *replica {
 	})
 	cfg := Defaults()
 	cfg.State, cfg.Redis.Address, cfg.Redis.Timeout = StateRedis, addr, time.Second
-	s, err := New(cfg, r.pool, Options{SessionTTL: ttl,
+	s, err := New(cfg, r.pool, Options{SessionTTL: ttl, Scope: scope,
 		OnState: func(up bool, err error) {
 			t.Log("state", up, err)
 			r.mu.Lock()

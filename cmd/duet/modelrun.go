@@ -30,7 +30,7 @@ type modelRun struct {
 	orch  *orchestrator.Orchestrator
 	// shared is the model's scope of the shared store (nil: local state).
 	shared *redisstore.Store
-	// stops undo startModel, last first.
+	// stops undo startModel (see stop).
 	stops []func()
 }
 
@@ -48,16 +48,19 @@ func startModel(ctx, syncCtx context.Context, cfg Config, several bool, log *zap
 	r.cfg.Tokenizer = cfg.Tokenizer
 	tok, err := tokenizer.New(cfg.Tokenizer)
 	if err != nil {
+		r.stop()
 		return nil, err
 	}
 	r.tok = tok
 	simArgs, err := simTokenizerArgs(cfg.Tokenizer)
 	if err != nil {
+		r.stop()
 		return nil, err
 	}
 	fleet, err := workers.New(cfg.Fleet, workers.Options{SimProtocol: cfg.Orchestrator.Protocol, SimArgs: simArgs,
 		Logger: log.Named("fleet"), CacheSize: cacheSizeReaders(cfg.Orchestrator.Protocol)})
 	if err != nil {
+		r.stop()
 		return nil, err
 	}
 	r.fleet = fleet

@@ -20,6 +20,7 @@ import (
 	"github.com/duet-serve/duet/proto/openai"
 	"github.com/duet-serve/duet/router/kvindex"
 	"github.com/valyala/fasthttp"
+	"github.com/valyala/fastjson"
 	"go.uber.org/zap"
 )
 
@@ -78,7 +79,7 @@ func (s *Server) completion(ctx *fasthttp.RequestCtx, method string, ep protocol
 	}
 	m := s.modelOf(body)
 	if m == nil {
-		writeError(ctx, s.unknownModel(body))
+		writeError(ctx, s.unknownModel(fastjson.GetString(body, "model")))
 		return
 	}
 	client, stopWatch := watchClient(ctx.Conn())
@@ -259,10 +260,7 @@ const modelsPrefix = "/v1/models/"
 // may contain '/' (Hugging Face names), so the whole rest of the path is
 // the id.
 func (s *Server) model(ctx *fasthttp.RequestCtx, method, id string) {
-	served := s.opts.Models[0].Names // a single model without names serves any id
-	if !s.single() {
-		served = s.modelIDs()
-	}
+	anyID := s.single() && len(s.opts.Models[0].Names) == 0 // a single model without names serves any id
 	list := s.modelList()
 	i := slices.IndexFunc(list.Data, func(m openai.Model) bool { return m.ID == id })
 	switch {
@@ -270,13 +268,8 @@ func (s *Server) model(ctx *fasthttp.RequestCtx, method, id string) {
 		writeError(ctx, &orchestrator.Error{Status: http.StatusMethodNotAllowed, Message: "method " + method + " not allowed on " + modelsPrefix + "{id}"})
 	case i >= 0:
 		writeJSON(ctx, http.StatusOK, list.Data[i])
-	case id == "" || len(served) > 0:
-		names := make([]string, len(list.Data))
-		for j, m := range list.Data {
-			names[j] = m.ID
-		}
-		writeError(ctx, &orchestrator.Error{Status: http.StatusNotFound, Type: openai.ErrTypeNotFound, Param: "model", Code: "model_not_found",
-			Message: fmt.Sprintf("model %q does not exist (served: %s)", id, strings.Join(names, ", "))})
+	case id == "" || !anyID:
+		writeError(ctx, s.unknownModel(id))
 	default: // no model list: any id is served
 		writeJSON(ctx, http.StatusOK, openai.NewModelList("duet", s.started.Unix(), id).Data[0])
 	}

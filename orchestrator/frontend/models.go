@@ -80,9 +80,9 @@ func (s *Server) modelOf(body []byte) *Model {
 	return nil
 }
 
-// unknownModel is the 404 of a request for a model no model serves.
-func (s *Server) unknownModel(body []byte) *orchestrator.Error {
-	name := fastjson.GetString(body, "model")
+// unknownModel is the 404 of a request for model name, which no model
+// serves.
+func (s *Server) unknownModel(name string) *orchestrator.Error {
 	return &orchestrator.Error{Status: http.StatusNotFound, Type: openai.ErrTypeNotFound, Param: "model", Code: "model_not_found",
 		Message: fmt.Sprintf("model %q does not exist (served: %s)", name, strings.Join(s.modelIDs(), ", "))}
 }

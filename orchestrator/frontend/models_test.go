@@ -33,7 +33,7 @@ func TestRequestsGoToTheModelTheyName(t *testing.T) {
 	for _, body := range []string{`{"model":"c"}`, `{}`, `not json`} {
 		require.Nil(t, s.modelOf([]byte(body)), body)
 	}
-	require.Contains(t, s.unknownModel([]byte(`{"model":"c"}`)).Message, `model "c" does not exist (served: org/a, a, org/b, sql)`)
+	require.Contains(t, s.unknownModel("c").Message, `model "c" does not exist (served: org/a, a, org/b, sql)`)
 }
 
 func TestAdminRequestsNameTheirModel(t *testing.T) {
